@@ -1,0 +1,31 @@
+# Two entry points: `make demo` and `make test`. Both create .venv when missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: demo test bench release check-release clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m autograder demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m autograder bench
+
+release: $(STAMP)
+	$(BIN)/python -m autograder release
+
+check-release: $(STAMP)
+	$(BIN)/python -m autograder release --check
+
+clean:
+	rm -rf build $(VENV)

@@ -1,0 +1,63 @@
+"""Command-line wrapper: parse arguments, call the command's plain function, turn KitError into one line.
+
+Every command is an ordinary function elsewhere in the package; this module only
+wires arguments to it, so tests call the functions directly.
+"""
+
+import argparse
+import sys
+
+from . import paths
+from .errors import KitError
+
+
+def _release(args):
+    from .release import release
+
+    ok, lines = release(paths.SOLUTIONS_DIR, paths.ASSIGNMENTS_DIR, paths.ASSIGNMENT_ID, check=args.check)
+    for line in lines:
+        print(line)
+    return 0 if ok else 1
+
+
+def _bench(args):
+    from .bench import run_bench
+
+    run_bench(repeats=args.repeats)
+    return 0
+
+
+def _demo(args):
+    from .demo import run_demo
+
+    return run_demo(args.out)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    rel = commands.add_parser("release", help="regenerate assignments/ from solutions/")
+    rel.add_argument("--check", action="store_true", help="only verify that assignments/ is up to date")
+    rel.set_defaults(run=_release)
+
+    bench = commands.add_parser("bench", help="print speed ratios measured side by side")
+    bench.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (default 5)")
+    bench.set_defaults(run=_bench)
+
+    demo = commands.add_parser("demo", help="run the kit's main job on the bundled material")
+    demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except KitError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,56 @@
+"""The command line: plain functions wrapped, one-line errors, honest exit codes."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from autograder import cli, paths
+from autograder.bench import loop_encoding, run_bench
+
+
+def test_release_check_passes_on_the_committed_tree(capsys):
+    assert cli.main(["release", "--check"]) == 0
+    assert "matches" in capsys.readouterr().out
+
+
+def test_release_check_fails_with_what_differs(tmp_path, monkeypatch, capsys):
+    (tmp_path / "solutions" / "mha_pe").mkdir(parents=True)
+    (tmp_path / "solutions" / "mha_pe" / "heads.py").write_text("### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n")
+    monkeypatch.setattr(paths, "SOLUTIONS_DIR", tmp_path / "solutions")
+    monkeypatch.setattr(paths, "ASSIGNMENTS_DIR", tmp_path / "assignments")
+    assert cli.main(["release", "--check"]) == 1
+    assert "missing: heads.py" in capsys.readouterr().out
+    assert cli.main(["release"]) == 0
+    assert cli.main(["release", "--check"]) == 0
+
+
+def test_broken_markers_give_a_one_line_error_and_exit_2(tmp_path, monkeypatch, capsys):
+    (tmp_path / "solutions" / "mha_pe").mkdir(parents=True)
+    (tmp_path / "solutions" / "mha_pe" / "heads.py").write_text("### BEGIN SOLUTION\nx = 1\n")
+    monkeypatch.setattr(paths, "SOLUTIONS_DIR", tmp_path / "solutions")
+    monkeypatch.setattr(paths, "ASSIGNMENTS_DIR", tmp_path / "assignments")
+    assert cli.main(["release"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: heads.py:1:")
+    assert not (tmp_path / "assignments").exists(), "nothing is written when the source is broken"
+
+
+def test_unknown_command_is_a_usage_error():
+    completed = subprocess.run([sys.executable, "-m", "autograder", "frobnicate"], capture_output=True, text=True,
+                               cwd=paths.REPO_ROOT)
+    assert completed.returncode == 2 and "invalid choice" in completed.stderr
+
+
+def test_benchmark_baseline_is_the_same_encoding(reference):
+    baseline = torch.from_numpy(loop_encoding(30, 16)).float()
+    assert torch.allclose(baseline, reference.get_positional_encoding(30, 16), atol=1e-6)
+
+
+def test_benchmark_reports_every_ratio_with_its_goal():
+    lines = []
+    results = run_bench(repeats=1, emit=lines.append)
+    assert set(results) == {"encoding_speedup", "attention_ratio_output_only", "attention_ratio_weights_returned"}
+    assert all(value > 0 for value in results.values())
+    assert sum("goal" in line for line in lines) == 3

@@ -1,0 +1,35 @@
+"""The project's shape: fixed top level, honest README, CI that runs the README's command, pinned torch."""
+
+import subprocess
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+from autograder import paths
+
+ALLOWED_TOP = {"assignments", "solutions", "autograder", "docs", "tests", "README.md", "pyproject.toml", "Makefile",
+               ".ci", ".github", "nbgrader_config.py", ".gitignore"}
+
+
+def tracked_files():
+    out = subprocess.run(["git", "ls-files"], cwd=paths.REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def test_top_level_holds_only_the_agreed_entries():
+    top = {name.split("/")[0] for name in tracked_files()}
+    assert top, "the kit is a git checkout"
+    assert top <= ALLOWED_TOP, f"unexpected top-level entries: {sorted(top - ALLOWED_TOP)}"
+
+
+def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
+    readme = (paths.REPO_ROOT / "README.md").read_text()
+    assert "make demo" in readme and "make test" in readme
+    assert "make test" in (paths.REPO_ROOT / ".ci" / "run").read_text()
+
+
+def test_dependencies_are_pinned_and_torch_is_2_13_0():
+    project = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + project["optional-dependencies"]["dev"]
+    assert "torch==2.13.0" in requirements
+    assert all("==" in requirement for requirement in requirements), requirements
