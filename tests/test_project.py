@@ -1,11 +1,12 @@
 """The project's shape: fixed top level, honest README, CI that runs the README's command, pinned torch."""
 
 import subprocess
+
 import pytest
 
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-
 from autograder import paths
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ALLOWED_TOP = {"assignments", "solutions", "autograder", "docs", "tests", "README.md", "pyproject.toml", "Makefile",
                ".ci", ".github", "nbgrader_config.py", ".gitignore"}
