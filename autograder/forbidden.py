@@ -1,0 +1,78 @@
+"""Static scan of a submission's source for library calls that skip the assignment's work.
+
+Reads the text only (``ast``); nothing is imported or run. The worker's
+run-time tripwires catch the indirect cases this misses (helpers, ``getattr``).
+"""
+
+import ast
+
+from .worker import contract
+
+
+def _torch_aliases(tree):
+    """Names bound to torch or its submodules, and forbidden names imported directly from torch."""
+    aliases, direct = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "torch" or alias.name.startswith("torch."):
+                    aliases.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            for alias in node.names:
+                if alias.name in contract.FORBIDDEN:
+                    direct[alias.asname or alias.name] = contract.FORBIDDEN[alias.name]
+                else:
+                    aliases.add(alias.asname or alias.name)
+    return aliases, direct
+
+
+def _root_name(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _hits(node, aliases, direct):
+    found = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and sub.attr in contract.FORBIDDEN and _root_name(sub) in aliases:
+            found.add(contract.FORBIDDEN[sub.attr])
+        elif isinstance(sub, ast.Name) and sub.id in direct:
+            found.add(direct[sub.id])
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value in contract.FORBIDDEN:
+            found.add(contract.FORBIDDEN[sub.value])  # getattr(F, "scaled_dot_product_attention")
+        elif isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("torch"):
+            found.update(contract.FORBIDDEN[a.name] for a in sub.names if a.name in contract.FORBIDDEN)
+    return found
+
+
+def scan_module(source, module):
+    """``{contract name: set of forbidden APIs}`` for one student file; module-level use taints every name."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}  # the import will fail and say so
+    aliases, direct = _torch_aliases(tree)
+    names = [name for name, owner in contract.NAMES.items() if owner == module]
+    result = {}
+    module_level = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name in names:
+                found = _hits(node, aliases, direct)
+                if found:
+                    result[node.name] = found
+        elif not isinstance(node, (ast.Import, ast.ImportFrom)):
+            module_level |= _hits(node, aliases, direct)
+    if module_level:
+        for name in names:
+            result.setdefault(name, set()).update(module_level)
+    return result
+
+
+def scan_submission(files):
+    """``files`` maps module name to source text; returns the merged ``{name: set of APIs}``."""
+    result = {}
+    for module, source in files.items():
+        result.update(scan_module(source, module))
+    return result

@@ -1,0 +1,93 @@
+"""Hidden tests: splitting projected features into heads and concatenating them back."""
+
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from autograder.rubric import graded
+from autograder.hidden_tests.support import GRADING, close, randn, student_raises, tensor
+from autograder.worker.protocol import device_of
+
+GROUP = "heads"
+SIZES = dict(batch=st.integers(1, 3), seq=st.integers(1, 5), heads=st.integers(1, 4), head_dim=st.integers(1, 4))
+
+
+@graded(3, "split_heads turns (batch, seq, d_model) into (batch, num_heads, seq, d_model // num_heads), for "
+           "any sizes including batch 1, sequence length 1, one head and head_dim 1.")
+@GRADING
+@given(**SIZES)
+@example(batch=1, seq=1, heads=1, head_dim=1)
+@example(batch=2, seq=3, heads=4, head_dim=1)
+def test_split_shape(student, batch, seq, heads, head_dim):
+    """split_heads returns (batch, num_heads, seq, head_dim)"""
+    out = student.split_heads(torch.zeros(batch, seq, heads * head_dim), heads)
+    tensor(out, (batch, heads, seq, head_dim))
+
+
+@graded(4, "Heads must be contiguous chunks of the projected vector: head h holds features "
+           "h*head_dim .. (h+1)*head_dim - 1 (not every num_heads-th feature).")
+def test_heads_are_contiguous_chunks(student):
+    """Head h holds a contiguous chunk of features"""
+    x = torch.arange(24.0).reshape(1, 2, 12)
+    out = tensor(student.split_heads(x, 3), (1, 3, 2, 4))
+    close(out[0, :, 0], torch.arange(12.0).reshape(3, 4), atol=0)
+
+
+@graded(3, "Split the feature axis first and then move the head axis in front of the sequence axis: reshaping "
+           "straight to (batch, heads, seq, head_dim) mixes features of different tokens.", visibility="hidden")
+def test_split_keeps_tokens_apart(student, reference):
+    """Each head's row s comes from token s only"""
+    x = randn(2, 5, 12, seed=2)
+    close(student.split_heads(x, 4), reference.split_heads(x, 4), atol=0)
+
+
+@graded(2, "combine_heads turns (batch, heads, seq, head_dim) into (batch, seq, heads * head_dim).")
+@GRADING
+@given(**SIZES)
+@example(batch=1, seq=1, heads=1, head_dim=1)
+def test_combine_shape(student, batch, seq, heads, head_dim):
+    """combine_heads returns (batch, seq, heads * head_dim)"""
+    tensor(student.combine_heads(torch.zeros(batch, heads, seq, head_dim)), (batch, seq, heads * head_dim))
+
+
+@graded(3, "combine_heads is the exact inverse of split_heads: glue the heads side by side in order. The "
+           "heads' tensor is usually not contiguous after a transpose, so use reshape (or .contiguous() "
+           "before .view()).")
+@GRADING
+@given(**SIZES)
+@example(batch=1, seq=1, heads=1, head_dim=1)
+def test_round_trip(student, reference, batch, seq, heads, head_dim):
+    """combine_heads(split_heads(x)) gives back x"""
+    x = randn(batch, seq, heads * head_dim, seed=batch + 10 * seq)
+    # The student's combine on the reference's (non-contiguous) split, and the student's own round trip.
+    close(student.combine_heads(reference.split_heads(x, heads)), x, atol=0)
+    close(student.combine_heads(student.split_heads(x, heads)), x, atol=0)
+
+
+@graded(3, "combine_heads puts head h's features at positions h*head_dim .. (h+1)*head_dim - 1 of each "
+           "token's output vector.", visibility="hidden")
+def test_combine_places_heads_in_order(student, reference):
+    """combine_heads places each head's features in order"""
+    x = randn(2, 3, 4, 5, seed=3)
+    close(student.combine_heads(x), reference.combine_heads(x), atol=0)
+
+
+@graded(2, "Bad shapes raise ValueError: split_heads needs a 3-D input whose width num_heads divides, "
+           "combine_heads a 4-D input.")
+def test_bad_shapes_raise_value_error(student):
+    """Bad shapes raise ValueError"""
+    with student_raises("ValueError"):
+        student.split_heads(torch.zeros(2, 5, 10), 4)
+    with student_raises("ValueError"):
+        student.split_heads(torch.zeros(5, 12), 4)
+    with student_raises("ValueError"):
+        student.combine_heads(torch.zeros(2, 5, 12))
+
+
+@graded(1, "split_heads and combine_heads only rearrange their input, so they work on any device (checked on "
+           "PyTorch's meta device).", visibility="hidden")
+def test_heads_work_on_any_device(student):
+    """split and combine keep the input's device"""
+    split = tensor(student.split_heads(torch.empty(2, 3, 8, device="meta"), 2), (2, 2, 3, 4))
+    combined = tensor(student.combine_heads(torch.empty(2, 2, 3, 4, device="meta")), (2, 3, 8))
+    assert device_of(split) == device_of(combined) == "meta", "moved off the input's device"

@@ -1,0 +1,377 @@
+"""The judge's side of a worker: start it, ask it for calls, and turn every way a call can go wrong into an exception.
+
+:class:`RemoteSubmission` is what the hidden tests see as ``student``. Calling
+``student.split_heads(x, 4)`` sends a request to the sandboxed worker and
+returns plain data (tensors built from bytes). Anything that goes wrong becomes
+a :class:`SubmissionFailure` subclass, so the judge can tell "the student's
+code failed" from "the hidden test's assertion failed".
+
+If a call crashes the worker or runs past its time limit, the worker is
+killed and the next call starts a fresh one: only the tests that depend on the
+broken call lose points.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from . import sandbox as sandboxes
+from .worker import contract, protocol
+
+
+# ---------------------------------------------------------------- failures
+
+class SubmissionFailure(Exception):
+    """The student's code did not produce an answer; ``summary`` is safe to show to the student."""
+
+    summary = "your code did not produce an answer"
+
+    def __str__(self):
+        return self.summary
+
+
+class StudentError(SubmissionFailure):
+    """The student's code raised an exception (known to the judge by names and text only)."""
+
+    def __init__(self, name, record):
+        super().__init__()
+        self.name, self.type = name, str(record.get("type", "Exception"))
+        self.mro = [str(item) for item in record.get("mro", [])]
+        self.message, self.where = str(record.get("message", "")), record.get("where")
+        place = f" at {self.where}" if self.where else ""
+        self.summary = f"{name} raised {self.type}{place}: {self.message}"
+
+    def is_a(self, type_name):
+        return type_name in self.mro
+
+
+class ImportFailure(SubmissionFailure):
+    def __init__(self, module, record):
+        super().__init__()
+        self.module = module
+        cause, where = record.get("cause") or record.get("type"), record.get("where")
+        message = record.get("message", "")
+        if cause == "MissingFile":
+            self.summary = f"{module}.py is missing from the submission"
+        elif cause == "MissingName":
+            self.summary = f"{module}.py does not define {message.split(' is not defined')[0]}"
+        else:
+            place = f" ({where})" if where else ""
+            self.summary = f"{module}.py could not be imported: {cause}{place}: {message}"
+
+
+class WorkerCrash(SubmissionFailure):
+    def __init__(self, name, detail):
+        super().__init__()
+        self.summary = f"the process running your code stopped during {name} ({detail})"
+
+
+class CallTimeout(SubmissionFailure):
+    def __init__(self, name, seconds, earlier=False):
+        super().__init__()
+        when = "earlier " if earlier else ""
+        self.summary = f"{name} did not finish within {seconds:g} s ({when}time limit per call)"
+
+
+class SubmissionTimeout(SubmissionFailure):
+    def __init__(self, seconds):
+        super().__init__()
+        self.summary = f"the time limit for the whole submission ({seconds:g} s) was used up"
+
+
+class ForbiddenCall(SubmissionFailure):
+    def __init__(self, name, apis):
+        super().__init__()
+        self.apis = sorted(apis)
+        self.summary = f"{name} uses {', '.join(self.apis)}: this part asks you to build it yourself"
+
+
+class BadValue(SubmissionFailure):
+    def __init__(self, name, what):
+        super().__init__()
+        self.summary = f"{name} returned {what}"
+
+
+# ---------------------------------------------------------------- one worker process
+
+class _CappedOutput(threading.Thread):
+    """Drains a pipe, keeping the first ``cap`` bytes (the student's prints) and counting the rest."""
+
+    def __init__(self, stream, cap):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
+        self.start()
+
+    def run(self):
+        while True:
+            chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+            if not chunk:
+                break
+            room = self.cap - len(self.kept)
+            self.kept += chunk[:room]
+            self.dropped += max(0, len(chunk) - room)
+        self.stream.close()
+
+    def text(self):
+        text = self.kept.decode("utf-8", "replace")
+        return text + (f"\n[... {self.dropped} more bytes of output not kept]" if self.dropped else "")
+
+
+class WorkerProcess:
+    """One started worker. ``start`` returns at once; ``ready`` waits for its hello."""
+
+    def __init__(self, sandbox, submission_dir, scratch_dir):
+        self.sandbox = sandbox
+        to_worker_r, self._to_worker = os.pipe()
+        self._from_worker, from_worker_w = os.pipe()
+        argv, env, cwd = sandboxes.worker_command(sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir)
+        try:
+            self.process = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(to_worker_r, from_worker_w), start_new_session=True,
+            )
+        finally:
+            os.close(to_worker_r)
+            os.close(from_worker_w)
+        self.output = _CappedOutput(self.process.stdout, sandbox.limits.output_bytes)
+        self.hello = None
+        self.imported = set()
+
+    def ready(self, deadline):
+        if self.hello is None:
+            message, _ = protocol.receive(self._from_worker, deadline)
+            if message.get("ready") is not True:
+                raise protocol.ProtocolError("the worker did not say hello")
+            self.hello = message
+        return self.hello
+
+    def request(self, message, blobs, deadline):
+        protocol.send(self._to_worker, message, blobs)
+        return protocol.receive(self._from_worker, deadline)
+
+    def exit_detail(self):
+        """Why the process ended, in words (waits briefly for it)."""
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "it stopped answering"
+        if code < 0:
+            try:
+                return f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def close(self):
+        for fd in (self._to_worker, self._from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)  # bwrap; its PID namespace dies with it
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        self.output.join(timeout=5)
+
+
+# ---------------------------------------------------------------- the student's code, as the tests see it
+
+class RemoteObject:
+    """An object (a module instance) that lives in the worker."""
+
+    def __init__(self, submission, handle, name, generation):
+        self._submission, self._handle, self._name, self._generation = submission, handle, name, generation
+
+    def _ask(self, op, label, **fields):
+        if self._generation != self._submission.generation:
+            raise WorkerCrash(label, "this object was lost when an earlier call restarted the worker")
+        return self._submission.request(self._name, label, dict(fields, op=op, handle=self._handle.id))
+
+    def __call__(self, *args, device=None, **kwargs):
+        return self._ask("method", f"{self._name}.forward", method="__call__", args=list(args), kwargs=kwargs,
+                         device=device)
+
+    def attr(self, name):
+        return self._ask("attr", f"{self._name}.{name}", name=name)
+
+    def describe(self):
+        return self._ask("describe", self._name)
+
+    def state_dict(self):
+        return self._ask("state_dict", f"{self._name}.state_dict")
+
+    def load_state_dict(self, state):
+        return self._ask("load_state_dict", f"{self._name}.load_state_dict", state=state)
+
+    def to(self, device):
+        self._ask("to", f"{self._name}.to", device=device)
+        return self
+
+    def grads(self, *args, **kwargs):
+        """Run forward and backward in the worker; return ``{parameter name: sum of |grad| or None}``."""
+        return self._ask("grads", f"{self._name}.backward", args=list(args), kwargs=kwargs)
+
+
+class RemoteSubmission:
+    """One student's submission behind a (restartable) sandboxed worker."""
+
+    def __init__(self, sandbox, submission_dir, scratch_dir, forbidden=None, worker=None):
+        self.sandbox, self.submission_dir, self.scratch_dir = sandbox, submission_dir, scratch_dir
+        self.forbidden = forbidden or {}  # name -> set of APIs found by the static scan
+        self.limits = sandbox.limits
+        self.deadline = time.monotonic() + self.limits.submission_seconds
+        self.worker = worker
+        self.generation = 0
+        self.broken_modules = {}  # module -> SubmissionFailure, decided once
+        self.hung = {}  # name -> seconds
+        self.crashes = {}  # name -> count
+        self.events = []  # what went wrong, for the result's notes
+        self.outputs = []
+        self.cuda = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    @staticmethod
+    def start_worker(sandbox, submission_dir, scratch_dir):
+        return WorkerProcess(sandbox, submission_dir, scratch_dir)
+
+    def _worker(self, label):
+        if self.worker is None:
+            self.worker = self.start_worker(self.sandbox, self.submission_dir, self.scratch_dir)
+            self.generation += 1
+        deadline = min(self.deadline, time.monotonic() + self.limits.start_seconds)
+        try:
+            hello = self.worker.ready(deadline)
+        except protocol.ChannelTimeout:
+            self._discard("the worker did not start in time")
+            raise WorkerCrash(label, "the grading process did not start in time") from None
+        except protocol.ProtocolError:
+            detail = self.worker.exit_detail()
+            self._discard(f"the worker failed to start ({detail})")
+            raise WorkerCrash(label, f"the grading process failed to start: {detail}") from None
+        self.cuda = bool(hello.get("cuda"))
+        return self.worker
+
+    def _discard(self, why):
+        if self.worker is not None:
+            self.outputs.append(self.worker.output)
+            self.worker.close()
+            self.worker = None
+        if why:
+            self.events.append(why)
+
+    def close(self):
+        self._discard(None)
+
+    def output_text(self):
+        texts = [out.text() for out in self.outputs + ([self.worker.output] if self.worker else [])]
+        return "\n".join(text for text in texts if text)
+
+    def cuda_available(self):
+        if self.cuda is None:
+            self._worker("start")
+        return self.cuda
+
+    # ------------------------------------------------------------ requests
+
+    def _ensure_module(self, module, label):
+        if module in self.broken_modules:
+            raise self.broken_modules[module]
+        worker = self._worker(label)
+        if module in worker.imported:
+            return
+        try:
+            self._exchange(worker, {"op": "import", "module": module}, f"importing {module}.py")
+        except (WorkerCrash, CallTimeout) as failure:  # the import itself crashed or hung
+            self.broken_modules[module] = failure
+            raise
+        worker.imported.add(module)
+
+    def _exchange(self, worker, message, label):
+        """Send one request; return the decoded value or raise the matching SubmissionFailure."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise SubmissionTimeout(self.limits.submission_seconds)
+        call_limit = self.limits.call_seconds
+        deadline = time.monotonic() + min(call_limit, remaining)
+        blobs = []
+        for key in ("args", "kwargs", "state"):
+            if key in message:
+                message[key] = protocol.encode(message[key], blobs)
+        try:
+            reply, reply_blobs = worker.request(message, blobs, deadline)
+        except protocol.ChannelTimeout:
+            self._discard(f"{label} ran past its time limit; the worker was restarted")
+            if remaining <= call_limit:
+                raise SubmissionTimeout(self.limits.submission_seconds) from None
+            raise CallTimeout(label, call_limit) from None
+        except (protocol.ProtocolError, OSError) as error:
+            detail = worker.exit_detail() if isinstance(error, protocol.ChannelClosed) else "it sent a malformed reply"
+            self._discard(f"{label} stopped the worker ({detail}); the worker was restarted")
+            raise WorkerCrash(label, detail) from None
+        if reply.get("forbidden"):
+            raise ForbiddenCall(label, [str(api) for api in reply["forbidden"]][:5])
+        if "error" in reply:
+            record = reply["error"] if isinstance(reply["error"], dict) else {}
+            if record.get("type") == "ImportFailed":
+                module = str(record.get("module") or message.get("module"))
+                failure = ImportFailure(module, record)
+                self.broken_modules[module] = failure
+                raise failure
+            raise StudentError(label, record)
+        try:
+            return protocol.decode(reply.get("value"), reply_blobs)
+        except protocol.ProtocolError as error:
+            self._discard(f"{label}: malformed reply ({error}); the worker was restarted")
+            raise WorkerCrash(label, "it sent a malformed reply") from None
+
+    def request(self, name, label, message):
+        """Run ``message`` for the contract name ``name``; ``label`` names the call in feedback."""
+        if name in self.hung:
+            raise CallTimeout(label, self.hung[name], earlier=True)
+        if self.crashes.get(name, 0) >= 2:
+            raise WorkerCrash(label, "it crashed the worker twice before; not tried again")
+        static = self.forbidden.get(name)
+        if static:
+            raise ForbiddenCall(label, static)
+        self._ensure_module(contract.NAMES[name], label)
+        worker = self._worker(label)
+        try:
+            return self._exchange(worker, message, label)
+        except CallTimeout:
+            self.hung[name] = self.limits.call_seconds
+            raise
+        except WorkerCrash:
+            self.crashes[name] = self.crashes.get(name, 0) + 1
+            raise
+
+    def call(self, name, *args, device=None, **kwargs):
+        value = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
+                                          "device": device})
+        if isinstance(value, protocol.Handle):
+            raise BadValue(name, f"an object of type {value.type}")
+        return value
+
+    def new(self, name, *args, device=None, **kwargs):
+        value = self.request(name, name, {"op": "new", "name": name, "args": list(args), "kwargs": kwargs,
+                                          "device": device})
+        if not isinstance(value, protocol.Handle):
+            raise BadValue(name, "no object")
+        return RemoteObject(self, value, name, self.generation)
+
+    def time_call(self, name, *args, numel, repeats=3, budget=3.0):
+        """Best-of seconds of ``name(*args)`` and of an elementwise sin/cos over ``numel`` numbers, in the worker."""
+        return self.request(name, name, {"op": "time", "name": name, "args": list(args), "numel": numel,
+                                         "repeats": repeats, "budget": budget})
+
+    def __getattr__(self, name):
+        if name not in contract.NAMES:
+            raise AttributeError(name)
+        if name in contract.CLASSES:
+            return lambda *args, **kwargs: self.new(name, *args, **kwargs)
+        return lambda *args, **kwargs: self.call(name, *args, **kwargs)

@@ -1,0 +1,192 @@
+"""How a worker process is started: inside bubblewrap, or (said loudly) without a sandbox.
+
+The bwrap sandbox gives the worker: no network; a read-only view of only the
+Python runtime, its installed packages, the worker's own code
+(``autograder/worker``) and one staged submission; a private ``/tmp`` of
+limited size; its own PID namespace (nothing it starts outlives it); an
+unprivileged user (uid 65534); a scrubbed environment; no stdin. The worker
+itself lowers its rlimits (memory, processes, file size, open files, CPU)
+before it imports any student code.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import KitError
+
+WORKER_DIR = Path(__file__).resolve().parent / "worker"
+NOBODY = 65534
+MODES = ("auto", "bwrap", "none")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one worker (rlimits, set by the worker) and the judge's clocks."""
+
+    memory_bytes: int = 6 << 30
+    processes: int = 512
+    file_bytes: int = 32 << 20
+    open_files: int = 256
+    cpu_seconds: int = 900
+    tmp_bytes: int = 64 << 20
+    call_seconds: float = 20.0
+    submission_seconds: float = 240.0
+    start_seconds: float = 60.0
+    output_bytes: int = 32 << 10
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A resolved sandbox choice: ``mode`` is ``"bwrap"`` or ``"none"``; ``note`` says why."""
+
+    mode: str
+    note: str = ""
+    limits: Limits = field(default_factory=Limits)
+    threads: int = 1
+
+    @property
+    def isolated(self):
+        return self.mode == "bwrap"
+
+
+def _runtime_paths():
+    """Folders the worker's Python needs: the interpreter's install and the environment's packages."""
+    roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.exec_prefix).resolve(),
+             Path(sys.executable).resolve().parent.parent}
+    # Keep the outermost folders only; /usr is bound anyway.
+    ordered = sorted(roots, key=lambda p: len(p.parts))
+    kept = []
+    for path in ordered:
+        if not any(path == k or k in path.parents for k in kept) and path != Path("/usr") and Path("/usr") not in path.parents:
+            kept.append(path)
+    return kept
+
+
+def _parents_args(path, made):
+    """bwrap arguments that create ``path``'s ancestors world-traversable (bwrap's default is 0700)."""
+    args = []
+    for parent in reversed(path.parents):
+        if parent == Path("/") or parent in made:
+            continue
+        made.add(parent)
+        args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def _system_args():
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib32", "lib64", "sbin"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ("/etc/ld.so.cache", "/etc/localtime"):
+        if os.path.exists(name):
+            args += ["--ro-bind", name, name]
+    return args
+
+
+def _gpu_args():
+    """Pass NVIDIA devices through when there are any (for the GPU parity checks)."""
+    args = []
+    for device in sorted(Path("/dev").glob("nvidia*")):
+        args += ["--dev-bind", str(device), str(device)]
+    return args
+
+
+def worker_environment(sandbox):
+    """The whole environment of a worker: nothing of the grader's own variables."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "MPLCONFIGDIR": "/tmp",
+        "OMP_NUM_THREADS": str(sandbox.threads),
+        "GRADER_THREADS": str(sandbox.threads),
+        "GRADER_LIMITS": json.dumps(asdict(sandbox.limits)),
+    }
+    return env
+
+
+def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir):
+    """``(argv, env, cwd)`` that start a worker over ``submission_dir`` talking on ``in_fd``/``out_fd``."""
+    python = sys.executable
+    env = worker_environment(sandbox)
+    if sandbox.mode == "none":
+        # A private copy of the worker package, so that nothing else of the engine is on its path.
+        code = Path(scratch_dir) / "grader"
+        if not (code / "worker").is_dir():
+            shutil.copytree(WORKER_DIR, code / "worker", ignore=shutil.ignore_patterns("__pycache__"))
+        env = dict(env, PYTHONPATH=str(code), HOME=str(scratch_dir), MPLCONFIGDIR=str(scratch_dir))
+        return [python, "-B", "-m", "worker.main", str(in_fd), str(out_fd), str(submission_dir)], env, str(scratch_dir)
+    made = set()
+    args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--clearenv"]
+    args += _system_args()
+    for path in _runtime_paths():
+        args += _parents_args(path, made) + ["--ro-bind", str(path), str(path)]
+    # The venv's python is a symlink into the base install; make sure that target is visible too.
+    args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/grader",
+             "--ro-bind", str(WORKER_DIR), "/opt/grader/worker",
+             "--ro-bind", str(submission_dir), "/submission",
+             "--proc", "/proc", "--dev", "/dev"]
+    args += _gpu_args()
+    args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    args += ["--setenv", "PYTHONPATH", "/opt/grader"]
+    if os.geteuid() == 0:
+        # bwrap runs privileged here: drop to nobody inside, after the mounts are made.
+        inner = ["/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs"]
+    else:
+        args += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+        inner = []
+    argv = args + ["--"] + inner + [python, "-B", "-m", "worker.main", str(in_fd), str(out_fd), "/submission"]
+    return argv, {}, str(scratch_dir)
+
+
+def _trial(sandbox):
+    """Start a real worker command that only prints; return None when it works, else the reason."""
+    with tempfile.TemporaryDirectory(prefix="mha-pe-probe-") as tmp:
+        submission = Path(tmp) / "submission"
+        submission.mkdir()
+        argv, env, cwd = worker_command(sandbox, submission, 0, 1, tmp)
+        index = argv.index("-m")
+        argv = argv[:index] + ["-c", "import sys; print('sandbox-ok')"]
+        try:
+            done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=60,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return str(error)
+        if done.returncode != 0 or "sandbox-ok" not in done.stdout:
+            return (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1][:200]
+    return None
+
+
+def choose_sandbox(mode="auto", limits=None, threads=1):
+    """Resolve ``--sandbox``: ``bwrap`` must work (else KitError); ``auto`` falls back to ``none`` with a note."""
+    if mode not in MODES:
+        raise KitError(f"--sandbox must be one of {', '.join(MODES)}, got {mode!r}")
+    limits = limits or Limits()
+    if mode == "none":
+        return Sandbox("none", "sandbox off (--sandbox none): student code ran without isolation", limits, threads)
+    if shutil.which("bwrap") is None:
+        reason = "bubblewrap (bwrap) is not installed"
+    elif os.geteuid() == 0 and not os.path.exists("/usr/bin/setpriv"):
+        reason = "setpriv (util-linux) is missing, needed to drop root inside the sandbox"
+    else:
+        reason = _trial(Sandbox("bwrap", "", limits, threads))
+    if reason is None:
+        return Sandbox("bwrap", "", limits, threads)
+    if mode == "bwrap":
+        raise KitError(f"--sandbox bwrap does not work here: {reason}")
+    return Sandbox("none", f"SANDBOX OFF: {reason}; student code ran without isolation", limits, threads)

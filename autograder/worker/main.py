@@ -1,0 +1,58 @@
+"""Worker entry point, run inside the sandbox: ``python -m worker.main IN_FD OUT_FD SUBMISSION``.
+
+Talks to the judge over two inherited pipe descriptors; stdin is closed and
+stdout/stderr belong to the student's prints (the judge keeps a capped copy).
+"""
+
+import json
+import os
+import resource
+import sys
+
+
+def apply_limits(limits):
+    """Lower this process's rlimits before any student code runs (children inherit them)."""
+    for name, key in (("RLIMIT_AS", "memory_bytes"), ("RLIMIT_NPROC", "processes"), ("RLIMIT_FSIZE", "file_bytes"),
+                      ("RLIMIT_NOFILE", "open_files"), ("RLIMIT_CPU", "cpu_seconds")):
+        value = int(limits[key])
+        soft, hard = resource.getrlimit(getattr(resource, name))
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(getattr(resource, name), (value, value))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def main(argv):
+    in_fd, out_fd, root = int(argv[1]), int(argv[2]), argv[3]
+    threads = int(os.environ.get("GRADER_THREADS", "1"))
+
+    import torch
+
+    from . import protocol
+    from .session import Session, install_tripwires
+
+    limits = json.loads(os.environ.get("GRADER_LIMITS") or "{}")
+    if limits:
+        apply_limits(limits)
+    torch.set_num_threads(threads)
+    # Full float32 matmuls everywhere, so GPU results are comparable with the CPU's.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    cuda = torch.cuda.is_available()
+
+    session = Session(root)
+    install_tripwires(session)
+    protocol.send(out_fd, {"ready": True, "cuda": cuda, "torch": torch.__version__})
+    while True:
+        try:
+            message, blobs = protocol.receive(in_fd)
+        except protocol.ChannelClosed:
+            return 0
+        reply_blobs = []
+        reply = session.handle(message, blobs, reply_blobs)
+        sys.stdout.flush()
+        protocol.send(out_fd, reply, reply_blobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
