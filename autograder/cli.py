@@ -33,6 +33,25 @@ def _demo(args):
     return run_demo(args.out)
 
 
+def _grade(args):
+    from .grading import grade_class
+
+    grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume)
+    return 0
+
+
+def _judge(args):
+    from .grading import judge_main
+
+    return judge_main(args.manifest)
+
+
+def _validate(args):
+    from .validate import validate
+
+    return 0 if validate(sandbox_mode=args.sandbox, jobs=args.jobs) else 1
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -44,6 +63,24 @@ def build_parser():
     bench = commands.add_parser("bench", help="print speed ratios measured side by side")
     bench.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (default 5)")
     bench.set_defaults(run=_bench)
+
+    grade = commands.add_parser("grade", help="grade every student folder of a class in the sandbox")
+    grade.add_argument("class_dir", metavar="CLASS_DIR", help="one folder per student; the folder name is the id")
+    grade.add_argument("--out", required=True, metavar="OUT_DIR", help="where results and reports go")
+    grade.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
+    grade.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"),
+                       help="auto: bwrap when it works, else none with a loud warning (default auto)")
+    grade.add_argument("--resume", action="store_true", help="skip students whose submission and grader are unchanged")
+    grade.set_defaults(run=_grade)
+
+    judge = commands.add_parser("_judge")  # internal: one judge process of 'grade --jobs N'
+    judge.add_argument("manifest")
+    judge.set_defaults(run=_judge)
+
+    val = commands.add_parser("validate", help="grade the reference (full marks) and the stubs (zero)")
+    val.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"))
+    val.add_argument("--jobs", type=int, default=2)
+    val.set_defaults(run=_validate)
 
     demo = commands.add_parser("demo", help="run the kit's main job on the bundled material")
     demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")

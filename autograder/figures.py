@@ -22,3 +22,41 @@ def encoding_heatmap(table, path, title="Positional encoding: one row per positi
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def score_histogram(scores, max_score, path):
+    """Histogram of the class's total scores; return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=110)
+    bins = min(20, max(5, len(scores)))
+    ax.hist(scores, bins=bins, range=(0, max_score or 1), color="#3b6ea8", edgecolor="white")
+    ax.set_xlabel(f"score (of {max_score:g})")
+    ax.set_ylabel("students")
+    ax.set_title("Score distribution")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def pass_rate_chart(rates, path):
+    """Horizontal bars: the fraction of students passing each test, ``rates = [(name, group, fraction)]``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    height = max(3.0, 0.22 * len(rates) + 1)
+    fig, ax = plt.subplots(figsize=(9, height), dpi=110)
+    groups = list(dict.fromkeys(group for _, group, _ in rates))
+    colors = plt.get_cmap("tab10")
+    names = [name if len(name) <= 60 else name[:57] + "..." for name, _, _ in rates]
+    ax.barh(range(len(rates)), [rate for _, _, rate in rates],
+            color=[colors(groups.index(group) % 10) for _, group, _ in rates])
+    ax.set_yticks(range(len(rates)), names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("fraction of students passing")
+    ax.set_title("Pass rate per test (colour: part)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,209 @@
+"""``python -m autograder grade``: grade every student folder of a class and write the reports.
+
+Data flows one way: student folder -> staged files -> worker (sandbox) ->
+judge -> ``results/<student>.json`` -> reports. Each student's result is
+written atomically as soon as it is known; a student whose grading fails for
+any reason gets a result that says so, and the batch moves on.
+
+With ``--jobs N`` the work is shared by N judge processes (``python -m
+autograder _judge``) fed one student at a time over a pipe (JSON lines), so
+a slow submission never holds up the others.
+"""
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import results as records
+from . import submission as submissions
+from .errors import KitError
+from .progress import Progress
+from .reports import write_reports
+from .sandbox import Limits, Sandbox, choose_sandbox
+
+RESULTS = "results"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One student to grade: id, folder, and the fingerprint of (submission, grader)."""
+
+    student: str
+    folder: str
+    fingerprint: str
+
+    def to_json(self):
+        return {"student": self.student, "folder": self.folder, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_json(cls, data):
+        return cls(str(data["student"]), str(data["folder"]), str(data["fingerprint"]))
+
+
+def discover(class_dir):
+    """``[(student id, folder)]`` sorted by id; KitError for a missing or empty class folder."""
+    class_dir = Path(class_dir)
+    if not class_dir.exists():
+        raise KitError(f"class folder not found: {class_dir}")
+    if not class_dir.is_dir():
+        raise KitError(f"not a folder: {class_dir}")
+    students = sorted((entry.name, entry) for entry in class_dir.iterdir()
+                      if entry.is_dir() and not entry.is_symlink() and not entry.name.startswith("."))
+    if not students:
+        raise KitError(f"no student folders in {class_dir} (expected one folder per student)")
+    return students
+
+
+def result_path(out_dir, student):
+    return Path(out_dir) / RESULTS / f"{submissions.safe_name(student)}.json"
+
+
+def failed_result(task, sandbox, reason):
+    """A zero result that records why grading this student did not finish."""
+    return records.SubmissionResult(student=task.student, sandbox=sandbox.mode, fingerprint=task.fingerprint,
+                                    output=f"grading failed: {reason}", notes=(f"grading failed: {reason}",))
+
+
+def grade_task(task, sandbox, scratch_root, worker=None):
+    """Grade one task; any grader-side exception becomes a failed result (never raised)."""
+    from .judge import grade_submission  # imports pytest; only judges need it
+
+    files, problems = submissions.read_files(task.folder)
+    scratch = Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root))
+    try:
+        return grade_submission(task.student, files, problems, sandbox, scratch, task.fingerprint, worker=worker)
+    except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
+        detail = "".join(traceback.format_exception_only(error)).strip()
+        return failed_result(task, sandbox, detail[-300:])
+
+
+def judge_loop(tasks, sandbox, out_dir, done):
+    """Grade ``tasks`` (an iterator) in this process, writing each result; call ``done(result)`` after each."""
+    with tempfile.TemporaryDirectory(prefix="mha-pe-judge-") as scratch_root:
+        for task in tasks:
+            result = grade_task(task, sandbox, scratch_root)
+            records.save(result, result_path(out_dir, task.student))
+            done(result)
+
+
+def judge_main(manifest_path):
+    """Entry of a judge subprocess: read the sandbox from a manifest, tasks from stdin, report on stdout."""
+    manifest = json.loads(Path(manifest_path).read_text())
+    sandbox = Sandbox(manifest["mode"], manifest["note"], Limits(**manifest["limits"]), int(manifest["threads"]))
+
+    def tasks():
+        for line in sys.stdin:
+            if line.strip():
+                yield Task.from_json(json.loads(line))
+
+    def done(result):
+        print(json.dumps({"done": result.student, "score": result.score, "max": result.max_score}), flush=True)
+
+    judge_loop(tasks(), sandbox, manifest["out_dir"], done)
+    return 0
+
+
+def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
+    """Feed tasks to ``jobs`` judge processes, one outstanding task each; collect their reports."""
+    with tempfile.TemporaryDirectory(prefix="mha-pe-grade-") as tmp:
+        manifest = Path(tmp) / "manifest.json"
+        manifest.write_text(json.dumps({"mode": sandbox.mode, "note": sandbox.note, "out_dir": str(out_dir),
+                                        "threads": sandbox.threads, "limits": asdict(sandbox.limits)}))
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+        pending = list(tasks)
+        children, selector = [], selectors.DefaultSelector()
+        for _ in range(min(jobs, len(pending))):
+            child = subprocess.Popen([sys.executable, "-m", "autograder", "_judge", str(manifest)], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            children.append(child)
+            selector.register(child.stdout, selectors.EVENT_READ, child)
+        assigned = {child: [] for child in children}
+
+        def feed(child):
+            if pending:
+                task = pending.pop(0)
+                assigned[child].append(task)
+                child.stdin.write(json.dumps(task.to_json()) + "\n")
+                child.stdin.flush()
+            else:
+                child.stdin.close()
+
+        for child in children:
+            feed(child)
+        while selector.get_map():
+            for key, _ in selector.select():
+                child = key.data
+                line = child.stdout.readline()
+                if not line:  # the judge process ended: whatever it still held failed
+                    selector.unregister(child.stdout)
+                    for task in assigned[child]:
+                        result = failed_result(task, sandbox, "the judge process stopped unexpectedly")
+                        records.save(result, result_path(out_dir, task.student))
+                        on_done(result)
+                    assigned[child] = []
+                    continue
+                message = json.loads(line)
+                finished = [task for task in assigned[child] if task.student == message.get("done")]
+                for task in finished:
+                    assigned[child].remove(task)
+                    on_done(records.load(result_path(out_dir, task.student)))
+                if not child.stdin.closed:
+                    feed(child)
+        for child in children:
+            child.wait()
+
+
+def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, emit=print, progress=None,
+                limits=None):
+    """The ``grade`` command. Returns the list of SubmissionResults of the whole class."""
+    if jobs < 1:
+        raise KitError(f"--jobs must be at least 1, got {jobs}")
+    students = discover(class_dir)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise KitError(f"--out is not a folder: {out_dir}")
+    sandbox = choose_sandbox(sandbox_mode, limits)
+    if not sandbox.isolated:
+        emit(f"WARNING: {sandbox.note}")
+    grader = submissions.grader_fingerprint()
+    tasks, kept = [], []
+    for student, folder in students:
+        files, _ = submissions.read_files(folder)
+        task = Task(student, str(folder), submissions.fingerprint(files, grader))
+        path = result_path(out_dir, student)
+        if resume and path.exists():
+            try:
+                previous = records.load(path)
+            except (ValueError, KeyError, OSError):
+                previous = None
+            if previous is not None and previous.fingerprint == task.fingerprint:
+                kept.append(previous)
+                continue
+        tasks.append(task)
+    if kept:
+        emit(f"--resume: {len(kept)} student(s) unchanged since their last grading, kept")
+    bar = progress or Progress(len(tasks), "grading")
+    graded = []
+
+    def on_done(result):
+        graded.append(result)
+        bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
+
+    started = time.monotonic()
+    if jobs == 1 or len(tasks) <= 1:
+        judge_loop(iter(tasks), sandbox, out_dir, on_done)
+    else:
+        _run_parallel(tasks, sandbox, out_dir, jobs, on_done)
+    bar.close()
+    class_results = sorted(kept + graded, key=lambda result: result.student)
+    write_reports(class_results, out_dir)
+    emit(f"graded {len(graded)} submission(s) in {time.monotonic() - started:.1f} s "
+         f"(sandbox: {sandbox.mode}); results in {out_dir}")
+    return class_results

@@ -1,0 +1,55 @@
+"""``feedback/<student>.md``: what each student reads. Visible checks in full; hidden ones only counted."""
+
+from pathlib import Path
+
+from ..results import write_atomic
+from ..submission import safe_name
+
+SHOWN = ("visible", "after_due_date", "after_published")
+
+
+def render(result):
+    """The Markdown feedback of one student (a pure function of the record)."""
+    lines = [f"# Feedback for {result.student}", "", f"**Score: {result.score:g} / {result.max_score:g}**", ""]
+    if result.output.startswith("grading failed"):
+        lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
+    lines += ["| part | points |", "| --- | --- |"]
+    for group, (score, top) in result.group_scores().items():
+        lines.append(f"| {group.replace('_', ' ')} | {score:g} / {top:g} |")
+    lines.append("")
+    failed = [test for test in result.tests if test.status != "passed" and test.visibility in SHOWN]
+    passed = [test for test in result.tests if test.status == "passed" and test.visibility in SHOWN]
+    hidden = [test for test in result.tests if test.visibility not in SHOWN]
+    if failed:
+        lines += ["## To work on", ""]
+        for test in failed:
+            concept, _, happened = test.output.partition("\nWhat happened: ")
+            lines.append(f"- **{test.name}** ({test.score:g}/{test.max_score:g}): {concept.strip()}")
+            if happened:
+                lines.append(f"  - What happened: `{_inline(happened)}`")
+        lines.append("")
+    if passed:
+        lines += ["## Passed", ""] + [f"- {test.name} ({test.max_score:g})" for test in passed] + [""]
+    missed = [test for test in hidden if test.status != "passed"]
+    if missed:
+        # Hidden checks stay unnamed, but the idea each one missed is what the student needs to learn.
+        lines += ["## Also review", ""]
+        lines += [f"- {concept}" for concept in dict.fromkeys(test.output.split("\nWhat happened: ")[0].strip()
+                                                               for test in missed)]
+        lines.append("")
+    if hidden:
+        lines += [f"Your score includes {len(hidden)} further checks whose details are not shown.", ""]
+    return "\n".join(lines)
+
+
+def _inline(text):
+    return " ".join(text.split()).replace("`", "'")[:400]
+
+
+def write(results, out_dir):
+    written = []
+    for result in results:
+        path = Path(out_dir) / "feedback" / f"{safe_name(result.student)}.md"
+        write_atomic(path, render(result))
+        written.append(path)
+    return written
