@@ -79,16 +79,17 @@ class _JudgePlugin:
 
 
 def _result_for(entry, outcome):
-    name, group, points, concept, visibility, award_if_skipped = entry
+    test_id, name, group, points, concept, visibility, award_if_skipped = entry
     state, detail = outcome
     if state == "passed":
-        return TestResult(name, group, points, points, "passed", "", visibility)
+        return TestResult(name, group, points, points, "passed", "", visibility, test_id)
     if state == "skipped":
         if award_if_skipped:
-            return TestResult(name, group, points, points, "passed", f"Not checked here ({detail}).", visibility)
-        return TestResult(name, group, 0, points, "failed", f"{concept}\nNot checked: {detail}.", visibility)
+            return TestResult(name, group, points, points, "passed", f"Not checked here ({detail}).", visibility,
+                              test_id)
+        return TestResult(name, group, 0, points, "failed", f"{concept}\nNot checked: {detail}.", visibility, test_id)
     output = concept if detail is None else f"{concept}\nWhat happened: {detail.summary}"
-    return TestResult(name, group, 0, points, "failed", output, visibility)
+    return TestResult(name, group, 0, points, "failed", output, visibility, test_id)
 
 
 def run_hidden_tests(submission, hidden_dir=HIDDEN_TESTS):

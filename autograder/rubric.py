@@ -27,11 +27,11 @@ def graded(points, concept, visibility="visible", award_if_skipped=False):
 
 
 def rubric_entry(item):
-    """``(name, group, points, concept, visibility, award_if_skipped)`` of a collected hidden test."""
+    """``(id, name, group, points, concept, visibility, award_if_skipped)`` of a collected hidden test."""
     mark = item.get_closest_marker("graded")
     if mark is None:
         raise ValueError(f"hidden test {item.nodeid} has no @graded mark")
     doc = (item.function.__doc__ or item.name).strip().splitlines()[0].strip().rstrip(".")
     group = getattr(item.module, "GROUP", "other")
-    return (doc, group, mark.kwargs["points"], mark.kwargs["concept"], mark.kwargs["visibility"],
+    return (item.name, doc, group, mark.kwargs["points"], mark.kwargs["concept"], mark.kwargs["visibility"],
             mark.kwargs["award_if_skipped"])

@@ -3,21 +3,12 @@
 The reference solutions must get full marks and the released stubs zero.
 """
 
-import shutil
 import tempfile
 from pathlib import Path
 
 from . import paths
 from .grading import grade_class
-from .worker import contract
-
-
-def copy_package(source, destination):
-    """Copy the three module files of an ``mha_pe`` folder into ``destination``."""
-    destination.mkdir(parents=True, exist_ok=True)
-    for module in contract.MODULES:
-        shutil.copyfile(Path(source) / f"{module}.py", destination / f"{module}.py")
-    return destination
+from .mutants import copy_package
 
 
 def validate(sandbox_mode="auto", jobs=2, emit=print):
