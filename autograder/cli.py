@@ -30,7 +30,7 @@ def _bench(args):
 def _demo(args):
     from .demo import run_demo
 
-    return run_demo(args.out)
+    return run_demo(args.out, sandbox_mode=args.sandbox)
 
 
 def _grade(args):
@@ -84,6 +84,7 @@ def build_parser():
 
     demo = commands.add_parser("demo", help="run the kit's main job on the bundled material")
     demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
+    demo.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"))
     demo.set_defaults(run=_demo)
     return parser
 

@@ -1,32 +1,54 @@
-"""``make demo``: show the kit's main job on the bundled material.
+"""``make demo``: grade a bundled sample class in the sandbox and show the gradebook.
 
-Runs the released public tests against the reference solutions and against
-the student stubs, and draws the positional-encoding heatmap.
+The class is assembled from the repository: the reference solutions, the
+released stubs, the realistic bugs and the hostile submission that the
+catalogue marks for the demo (``tests/catalogue/*.toml``).
 """
 
+import shutil
 from pathlib import Path
 
 from . import paths
 from .figures import encoding_heatmap
-from .public_tests import run_public_tests
-from .reference import load_reference
+from .grading import grade_class
+from .mutants import build, copy_package, load_catalogue
+
+CATALOGUE = paths.REPO_ROOT / "tests" / "catalogue"
 
 
-def run_demo(out_dir, emit=print):
-    """Write the demo's outputs under ``out_dir``; return the process exit status."""
+def sample_class(class_dir):
+    """Write the sample class into ``class_dir`` (replacing it); return the student ids."""
+    class_dir = Path(class_dir)
+    if class_dir.exists():
+        shutil.rmtree(class_dir)
+    copy_package(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID, class_dir / "reference")
+    copy_package(paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID, class_dir / "stubs")
+    for kind, file in (("bug", "bugs.toml"), ("hostile", "hostile.toml")):
+        for mutant in load_catalogue(CATALOGUE / file, kind):
+            if mutant.demo:
+                build(mutant, class_dir / f"{kind}-{mutant.id}")
+    return sorted(entry.name for entry in class_dir.iterdir())
+
+
+def run_demo(out_dir, sandbox_mode="auto", emit=print):
+    """Grade the sample class under ``out_dir``; return the exit status (0 when the reference gets full marks)."""
     out_dir = Path(out_dir)
-    status = 0
-    for label, parent in (("reference solutions", paths.SOLUTIONS_DIR), ("student stubs", paths.ASSIGNMENTS_DIR)):
-        run = run_public_tests(parent)
-        total = len(run.outcomes)
-        emit(f"public tests on the {label}: {run.count('passed')}/{total} passed")
-        if label.startswith("reference") and (total == 0 or run.count("passed") != total):
-            status = 1
-    reference = load_reference()
-    figure = encoding_heatmap(
-        reference.get_positional_encoding(50, 128).numpy(),
-        out_dir / "figures" / "positional_encoding.png",
-        title="Positional encoding of 50 positions, d_model = 128",
-    )
-    emit(f"heatmap written to {figure}")
-    return status
+    students = sample_class(out_dir / "class")
+    emit(f"sample class: {', '.join(students)}")
+    results = grade_class(out_dir / "class", out_dir / "graded", jobs=2, sandbox_mode=sandbox_mode, emit=emit)
+    emit("")
+    emit((out_dir / "graded" / "gradebook.csv").read_text().rstrip())
+    emit("")
+    reference = next(result for result in results if result.student == "reference")
+    heatmap = encoding_heatmap(_reference_table(), out_dir / "figures" / "positional_encoding.png",
+                               title="Positional encoding of 50 positions, d_model = 128")
+    emit(f"class report: {out_dir / 'graded' / 'report.md'}")
+    emit(f"feedback:     {out_dir / 'graded' / 'feedback'}/")
+    emit(f"heatmap:      {heatmap}")
+    return 0 if reference.score == reference.max_score > 0 else 1
+
+
+def _reference_table():
+    from .reference import load_reference
+
+    return load_reference().get_positional_encoding(50, 128).numpy()

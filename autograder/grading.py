@@ -29,6 +29,8 @@ from .reports import write_reports
 from .sandbox import Limits, Sandbox, choose_sandbox
 
 RESULTS = "results"
+# Folders a class directory may hold that are not students (version control, editors, caches).
+NOT_STUDENTS = {".git", ".github", ".ipynb_checkpoints", "__pycache__", ".hypothesis", ".pytest_cache", ".venv"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def discover(class_dir):
     if not class_dir.is_dir():
         raise KitError(f"not a folder: {class_dir}")
     students = sorted((entry.name, entry) for entry in class_dir.iterdir()
-                      if entry.is_dir() and not entry.is_symlink() and not entry.name.startswith("."))
+                      if entry.is_dir() and not entry.is_symlink() and entry.name not in NOT_STUDENTS)
     if not students:
         raise KitError(f"no student folders in {class_dir} (expected one folder per student)")
     return students

@@ -1,0 +1,220 @@
+"""The grade command end to end: results, reports, broken and odd submissions, resume, errors."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder import paths
+from autograder.errors import KitError
+from autograder.grading import discover, grade_class, result_path
+from autograder.mutants import copy_package
+from autograder.results import load
+from autograder.sandbox import Limits
+
+REFERENCE = paths.SOLUTIONS_DIR / "mha_pe"
+ODD_IDS = ["a student with spaces", "ünïcödé-学生", "..dots", "-dash"]
+
+
+def reference_with(folder, module, text=None, edit=None):
+    """Copy the reference into ``folder`` and replace one module's text (or apply ``edit=(old, new)``)."""
+    copy_package(REFERENCE, folder)
+    path = Path(folder) / module
+    if text is not None:
+        path.write_text(text)
+    if edit is not None:
+        source = path.read_text()
+        assert edit[0] in source
+        path.write_text(source.replace(edit[0], edit[1], 1))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One class with every kind of submission, graded once (2 judges)."""
+    root = tmp_path_factory.mktemp("grading")
+    class_dir = root / "class"
+    copy_package(REFERENCE, class_dir / "reference")
+    copy_package(paths.ASSIGNMENTS_DIR / "mha_pe", class_dir / "stubs")
+    reference_with(class_dir / "syntax-error", "heads.py", text="def split_heads(x, num_heads)\n    return x\n")
+    copy_package(REFERENCE, class_dir / "missing-attention")
+    (class_dir / "missing-attention" / "attention.py").unlink()
+    reference_with(class_dir / "crash-in-split", "heads.py",
+                   edit=("    if x.dim() != 3:", "    import os; os._exit(3)\n    if x.dim() != 3:"))
+    reference_with(class_dir / "hang-in-encoding", "positional_encoding.py",
+                   edit=("    if max_seq_len < 1:", "    while True:\n        pass\n    if max_seq_len < 1:"))
+    repo = class_dir / "as-a-repository" / "assignments"
+    copy_package(REFERENCE, repo / "mha_pe")
+    for student in ODD_IDS:
+        copy_package(REFERENCE, class_dir / student)
+    out = root / "out"
+    results = grade_class(class_dir, out, jobs=2, limits=Limits(call_seconds=4.0), emit=lambda line: None)
+    return {result.student: result for result in results}, out, class_dir
+
+
+def groups(result):
+    return {group: score for group, (score, _) in result.group_scores().items()}
+
+
+def full(result, group):
+    score, top = result.group_scores()[group]
+    return score == top > 0
+
+
+def test_reference_gets_full_marks_and_stubs_zero(graded):
+    results, _, _ = graded
+    assert results["reference"].score == results["reference"].max_score >= 100
+    assert results["stubs"].score == 0
+
+
+def test_a_syntax_error_costs_only_the_parts_that_depend_on_the_file(graded):
+    result = graded[0]["syntax-error"]
+    assert full(result, "positional_encoding")
+    assert groups(result)["heads"] == 0 and groups(result)["attention"] == 0
+    failed = [test.output for test in result.tests if test.group == "heads"]
+    assert all("heads.py could not be imported: SyntaxError (heads.py:1)" in output for output in failed)
+
+
+def test_a_missing_file_costs_only_its_parts(graded):
+    result = graded[0]["missing-attention"]
+    assert full(result, "positional_encoding") and full(result, "heads")
+    assert groups(result)["attention"] == 0
+    assert any("attention.py is missing from the submission" in test.output for test in result.tests)
+
+
+def test_a_crashing_call_fails_only_the_tests_that_reach_it(graded):
+    result = graded[0]["crash-in-split"]
+    assert full(result, "positional_encoding")
+    assert groups(result)["heads"] < result.group_scores()["heads"][1]
+    assert any("exit code 3" in test.output for test in result.tests)
+    assert any("restarted" in note for note in result.notes)
+    combine = [test for test in result.tests if test.id == "test_combine_places_heads_in_order"]
+    assert combine[0].status == "passed", "combine_heads does not call split_heads, so it keeps its points"
+
+
+def test_a_hanging_encoding_keeps_the_heads_and_attention_points(graded):
+    result = graded[0]["hang-in-encoding"]
+    assert full(result, "heads") and full(result, "attention")
+    assert groups(result)["positional_encoding"] < result.group_scores()["positional_encoding"][1]
+    assert any("did not finish within 4 s" in test.output for test in result.tests)
+
+
+def test_a_student_repository_layout_is_found(graded):
+    result = graded[0]["as-a-repository"]
+    assert result.score == result.max_score
+
+
+def test_odd_student_ids_are_kept_exactly_and_files_are_safe(graded):
+    results, out, _ = graded
+    for student in ODD_IDS:
+        assert results[student].score == results[student].max_score
+        path = result_path(out, student)
+        assert path.parent == out / "results" and path.exists()
+        assert not path.name.startswith((".", "-"))
+        assert load(path).student == student
+    with open(out / "gradebook.csv", newline="", encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert set(ODD_IDS) <= set(rows)
+
+
+def test_results_are_gradescope_records(graded):
+    _, out, _ = graded
+    data = json.loads(result_path(out, "reference").read_text())
+    assert {"score", "execution_time", "output", "tests"} <= data.keys()
+    for test in data["tests"]:
+        assert {"name", "score", "max_score", "status", "output", "visibility"} <= test.keys()
+        assert test["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
+    assert data["score"] == sum(test["score"] for test in data["tests"])
+
+
+def test_gradebook_has_a_column_per_group(graded):
+    results, out, _ = graded
+    with open(out / "gradebook.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames[:3] == ["student", "score", "max_score"]
+        assert set(reader.fieldnames[3:]) == {"positional_encoding", "heads", "attention", "properties"}
+        rows = list(reader)
+    assert len(rows) == len(results)
+    for row in rows:
+        total = sum(float(row[group]) for group in reader.fieldnames[3:])
+        assert total == pytest.approx(float(row["score"]))
+
+
+def test_reports_exist_with_pictures(graded):
+    _, out, _ = graded
+    report = (out / "report.md").read_text()
+    assert "figures/score_histogram.png" in report and "figures/pass_rate.png" in report
+    for name in ("score_histogram.png", "pass_rate.png"):
+        assert (out / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "hang-in-encoding" in report, "students whose grading needed restarts are listed for a look"
+
+
+def test_feedback_names_concepts_never_hidden_test_code_or_values(graded):
+    results, out, _ = graded
+    hidden_sources = [path.read_text() for path in (paths.REPO_ROOT / "autograder" / "hidden_tests").glob("*.py")]
+    code_lines = {line.strip() for source in hidden_sources for line in source.splitlines()
+                  if len(line.strip()) > 25 and not line.strip().startswith(("\"", "#", "@graded", "\"\"\""))}
+    code_lines = {line for line in code_lines if not line.startswith(("'", "f\"", "\"")) and "(" in line}
+    for path in (out / "feedback").glob("*.md"):
+        text = path.read_text()
+        for line in code_lines:
+            assert line not in text, f"{path.name} shows hidden test code: {line}"
+        assert "assert " not in text and "reference." not in text
+    stub_feedback = (out / "feedback" / "stubs.md").read_text()
+    assert "Heads must be contiguous chunks of the projected vector" in stub_feedback
+    assert "NotImplementedError" in stub_feedback
+
+
+def test_nothing_half_written_is_left(graded):
+    _, out, _ = graded
+    assert not [path for path in out.rglob("*") if path.name.startswith(".tmp-")]
+
+
+def test_resume_skips_unchanged_students_and_regrades_changed_ones(graded, tmp_path):
+    class_dir = tmp_path / "class"
+    copy_package(REFERENCE, class_dir / "alice")
+    copy_package(paths.ASSIGNMENTS_DIR / "mha_pe", class_dir / "bob")
+    out = tmp_path / "out"
+    grade_class(class_dir, out, jobs=2, emit=lambda line: None)
+    first = {path.name: path.read_bytes() for path in (out / "results").iterdir()}
+    lines = []
+    grade_class(class_dir, out, jobs=2, resume=True, emit=lines.append)
+    assert any("2 student(s) unchanged" in line for line in lines)
+    assert {path.name: path.read_bytes() for path in (out / "results").iterdir()} == first, "idempotent"
+    copy_package(REFERENCE, class_dir / "bob")
+    lines = []
+    results = grade_class(class_dir, out, jobs=2, resume=True, emit=lines.append)
+    assert any("1 student(s) unchanged" in line for line in lines)
+    assert {result.student: result.score == result.max_score for result in results} == {"alice": True, "bob": True}
+
+
+def test_class_folder_errors_are_clear(tmp_path):
+    with pytest.raises(KitError, match="class folder not found"):
+        discover(tmp_path / "nope")
+    with pytest.raises(KitError, match="no student folders"):
+        discover(tmp_path)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(KitError, match="not a folder"):
+        discover(tmp_path / "file")
+
+
+def test_cli_reports_a_missing_class_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "none"), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, cwd=paths.REPO_ROOT)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "class folder not found" in done.stderr
+
+
+def test_single_job_through_the_cli_and_the_sandbox_flag(tmp_path):
+    class_dir = tmp_path / "class"
+    copy_package(REFERENCE, class_dir / "alice")
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(class_dir), "--out", str(tmp_path / "out"),
+                           "--sandbox", "none"], capture_output=True, text=True, cwd=paths.REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "SANDBOX OFF" in done.stdout or "sandbox off" in done.stdout
+    result = load(result_path(tmp_path / "out", "alice"))
+    assert result.score == result.max_score
+    assert result.sandbox == "none" and any("without isolation" in note for note in result.notes)
