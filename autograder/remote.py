@@ -148,8 +148,12 @@ class WorkerProcess:
         return self.hello
 
     def request(self, message, blobs, deadline):
-        protocol.send(self._to_worker, message, blobs)
-        return protocol.receive(self._from_worker, deadline)
+        nonce = os.urandom(8).hex()
+        protocol.send(self._to_worker, dict(message, nonce=nonce), blobs)
+        reply, reply_blobs = protocol.receive(self._from_worker, deadline)
+        if reply.get("nonce") != nonce:
+            raise protocol.ProtocolError("a reply that answers no request")
+        return reply, reply_blobs
 
     def exit_detail(self):
         """Why the process ended, in words (waits briefly for it)."""

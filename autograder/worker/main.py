@@ -50,6 +50,7 @@ def main(argv):
             return 0
         reply_blobs = []
         reply = session.handle(message, blobs, reply_blobs)
+        reply["nonce"] = message.get("nonce")  # lets the judge notice replies it did not ask for
         sys.stdout.flush()
         protocol.send(out_fd, reply, reply_blobs)
 

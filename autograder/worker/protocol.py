@@ -77,9 +77,9 @@ def encode(value, blobs, handles=None):
 
 
 def _encode_tensor(tensor, blobs):
-    tensor = torch.Tensor.detach(tensor)
-    if type(tensor) is not torch.Tensor:  # a subclass travels as plain data
-        tensor = torch.Tensor.as_subclass(tensor, torch.Tensor)
+    # A subclass travels as plain data: its __torch_function__ gets no say in how it is read.
+    with torch._C.DisableTorchFunctionSubclass():
+        tensor = torch.Tensor.as_subclass(torch.Tensor.detach(tensor), torch.Tensor)
     name = DTYPE_NAMES.get(tensor.dtype)
     if name is None:
         return {"__unsupported__": f"tensor of dtype {tensor.dtype}"}
