@@ -13,6 +13,7 @@ a slow submission never holds up the others.
 import json
 import os
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,26 +74,66 @@ def failed_result(task, sandbox, reason):
                                     output=f"grading failed: {reason}", notes=(f"grading failed: {reason}",))
 
 
-def grade_task(task, sandbox, scratch_root, worker=None):
-    """Grade one task; any grader-side exception becomes a failed result (never raised)."""
+@dataclass
+class _Prepared:
+    """A task whose files are read and staged and whose worker is already starting (prefetch)."""
+
+    task: Task
+    files: dict
+    problems: dict
+    scratch: Path
+    worker: object = None
+    error: str = ""
+
+
+def prepare(task, sandbox, scratch_root):
+    """Read and stage ``task``'s files and start its worker, so it warms up while another student is graded."""
+    from .remote import RemoteSubmission
+
+    prepared = _Prepared(task, {}, {}, Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
+    try:
+        prepared.files, prepared.problems = submissions.read_files(task.folder)
+        staged = submissions.stage(prepared.files, prepared.scratch / "submission")
+        prepared.worker = RemoteSubmission.start_worker(sandbox, staged, prepared.scratch)
+    except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
+        prepared.error = "".join(traceback.format_exception_only(error)).strip()[-300:]
+    return prepared
+
+
+def grade_prepared(prepared, sandbox):
+    """Grade a prepared task; any grader-side exception becomes a failed result (never raised)."""
     from .judge import grade_submission  # imports pytest; only judges need it
 
-    files, problems = submissions.read_files(task.folder)
-    scratch = Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root))
+    task = prepared.task
+    if prepared.error:
+        return failed_result(task, sandbox, prepared.error)
     try:
-        return grade_submission(task.student, files, problems, sandbox, scratch, task.fingerprint, worker=worker)
+        return grade_submission(task.student, prepared.files, prepared.problems, sandbox, prepared.scratch,
+                                task.fingerprint, worker=prepared.worker)
     except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
         detail = "".join(traceback.format_exception_only(error)).strip()
         return failed_result(task, sandbox, detail[-300:])
+    finally:
+        shutil.rmtree(prepared.scratch, ignore_errors=True)
 
 
 def judge_loop(tasks, sandbox, out_dir, done):
-    """Grade ``tasks`` (an iterator) in this process, writing each result; call ``done(result)`` after each."""
+    """Grade ``tasks`` (an iterator) in this process, writing each result; call ``done(result)`` after each.
+
+    The next student's worker is started before the current student is graded, so its start-up (Python,
+    torch) overlaps with the current tests.
+    """
+    tasks = iter(tasks)
     with tempfile.TemporaryDirectory(prefix="mha-pe-judge-") as scratch_root:
-        for task in tasks:
-            result = grade_task(task, sandbox, scratch_root)
-            records.save(result, result_path(out_dir, task.student))
+        task = next(tasks, None)
+        current = prepare(task, sandbox, scratch_root) if task else None
+        while current is not None:
+            task = next(tasks, None)
+            following = prepare(task, sandbox, scratch_root) if task else None
+            result = grade_prepared(current, sandbox)
+            records.save(result, result_path(out_dir, current.task.student))
             done(result)
+            current = following
 
 
 def judge_main(manifest_path):
@@ -137,7 +178,8 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
             else:
                 child.stdin.close()
 
-        for child in children:
+        for child in children:  # two each: the one being graded and the one warming up
+            feed(child)
             feed(child)
         while selector.get_map():
             for key, _ in selector.select():

@@ -121,9 +121,14 @@ class _Named:
 
 
 def grade_submission(student, files, problems, sandbox, scratch_dir, fingerprint="", worker=None):
-    """Grade one student's files (already read) and return the SubmissionResult; never raises for student faults."""
+    """Grade one student's files (already read) and return the SubmissionResult; never raises for student faults.
+
+    The files are staged in ``scratch_dir/submission`` unless ``worker`` (started over that folder) is given.
+    """
     started = time.monotonic()
-    staged = submissions.stage(files, Path(scratch_dir) / "submission")
+    staged = Path(scratch_dir) / "submission"
+    if worker is None:
+        submissions.stage(files, staged)
     texts = {module: data.decode("utf-8", "replace") for module, data in files.items()}
     remote = RemoteSubmission(sandbox, staged, scratch_dir, forbidden=scan_submission(texts), worker=worker)
     notes = []
