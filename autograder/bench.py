@@ -5,11 +5,16 @@ so background load affects both alike.
 """
 
 import math
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from . import paths
 from .reference import load_reference
 
 
@@ -70,7 +75,57 @@ def attention_ratio(reference, repeats, need_weights):
     return t_ours, t_theirs, t_ours / t_theirs
 
 
-def run_bench(repeats=5, emit=print):
+def bare_torch_import(repeats=3):
+    """Best wall time of a fresh ``python -c "import torch"``: the unit of the grading goals."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def synthetic_class(folder, size):
+    """``size`` submissions: copies of the reference and of typical bugs, alternating."""
+    from .mutants import build, copy_package, load_catalogue
+
+    bugs = [bug for bug in load_catalogue(paths.REPO_ROOT / "tests" / "catalogue" / "bugs.toml", "bug") if bug.demo]
+    for index in range(size):
+        if index % 2 == 0 or not bugs:
+            copy_package(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID, Path(folder) / f"student-{index:04d}")
+        else:
+            build(bugs[(index // 2) % len(bugs)], Path(folder) / f"student-{index:04d}")
+
+
+def grading_seconds(class_dir, jobs, sandbox="auto"):
+    """Wall time of ``python -m autograder grade`` over ``class_dir`` with ``jobs`` judges."""
+    with tempfile.TemporaryDirectory(prefix="mha-pe-bench-out-") as out:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "autograder", "grade", str(class_dir), "--out", out, "--jobs", str(jobs),
+                        "--sandbox", sandbox], check=True, cwd=paths.REPO_ROOT, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        return time.perf_counter() - start
+
+
+def grading_throughput(class_size, emit, sandbox="auto"):
+    """Per-submission grading cost at --jobs 1 and 2, as ratios to a bare torch import measured alongside."""
+    unit = bare_torch_import()
+    emit(f"bare 'python -c \"import torch\"': {unit:.2f} s (the unit below)")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="mha-pe-bench-class-") as class_dir:
+        synthetic_class(class_dir, class_size)
+        for jobs in (1, 2):
+            seconds = grading_seconds(class_dir, jobs, sandbox)
+            per = seconds / class_size
+            results[jobs] = per / unit
+            emit(f"grading {class_size} submissions, --jobs {jobs}: {seconds:.1f} s, {per:.2f} s each "
+                 f"= {per / unit:.2f} torch imports (goal at --jobs 1: <= 1.2)")
+    speedup = results[1] / results[2]
+    emit(f"speed-up from --jobs 2: {speedup:.2f}x (near-linear would be close to 2x)")
+    return {"grading_ratio_jobs1": results[1], "grading_ratio_jobs2": results[2], "grading_speedup": speedup}
+
+
+def run_bench(repeats=5, emit=print, class_size=12):
     """Print every ratio with its goal; return them as a dict for callers that want numbers."""
     reference = load_reference()
     emit(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {repeats}")
@@ -89,4 +144,6 @@ def run_bench(repeats=5, emit=print):
             f"(goal <= 1.5x: {'met' if ratio <= 1.5 else 'MISSED'})"
         )
         results[f"attention_ratio_{label.replace(' ', '_')}"] = ratio
+    if class_size:
+        results.update(grading_throughput(class_size, emit))
     return results

@@ -23,7 +23,7 @@ def _release(args):
 def _bench(args):
     from .bench import run_bench
 
-    run_bench(repeats=args.repeats)
+    run_bench(repeats=args.repeats, class_size=args.class_size)
     return 0
 
 
@@ -36,7 +36,8 @@ def _demo(args):
 def _grade(args):
     from .grading import grade_class
 
-    grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume)
+    grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume,
+                fork=not args.no_fork)
     return 0
 
 
@@ -62,6 +63,7 @@ def build_parser():
 
     bench = commands.add_parser("bench", help="print speed ratios measured side by side")
     bench.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (default 5)")
+    bench.add_argument("--class-size", type=int, default=16, help="synthetic class size for grading (0: skip)")
     bench.set_defaults(run=_bench)
 
     grade = commands.add_parser("grade", help="grade every student folder of a class in the sandbox")
@@ -71,6 +73,9 @@ def build_parser():
     grade.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"),
                        help="auto: bwrap when it works, else none with a loud warning (default auto)")
     grade.add_argument("--resume", action="store_true", help="skip students whose submission and grader are unchanged")
+    grade.add_argument("--no-fork", action="store_true",
+                       help="start every worker in a sandbox of its own instead of forking it from a warm one "
+                            "(slower; automatic where the kernel forbids nested namespaces)")
     grade.set_defaults(run=_grade)
 
     judge = commands.add_parser("_judge")  # internal: one judge process of 'grade --jobs N'

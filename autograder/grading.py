@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from . import results as records
@@ -28,6 +28,7 @@ from .errors import KitError
 from .progress import Progress
 from .reports import write_reports
 from .sandbox import Limits, Sandbox, choose_sandbox
+from .workers import WorkerFactory
 
 RESULTS = "results"
 # Folders a class directory may hold that are not students (version control, editors, caches).
@@ -76,25 +77,25 @@ def failed_result(task, sandbox, reason):
 
 @dataclass
 class _Prepared:
-    """A task whose files are read and staged and whose worker is already starting (prefetch)."""
+    """A task whose files are read, with the means to start its worker (and, when slow to start, one started)."""
 
     task: Task
     files: dict
     problems: dict
     scratch: Path
+    launch: object = None
     worker: object = None
     error: str = ""
 
 
-def prepare(task, sandbox, scratch_root):
-    """Read and stage ``task``'s files and start its worker, so it warms up while another student is graded."""
-    from .remote import RemoteSubmission
-
+def prepare(task, factory, scratch_root):
+    """Read ``task``'s files; start its worker now when starting one is slow (it warms up meanwhile)."""
     prepared = _Prepared(task, {}, {}, Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
     try:
         prepared.files, prepared.problems = submissions.read_files(task.folder)
-        staged = submissions.stage(prepared.files, prepared.scratch / "submission")
-        prepared.worker = RemoteSubmission.start_worker(sandbox, staged, prepared.scratch)
+        prepared.launch = factory.launcher(prepared.files, prepared.scratch)
+        if not factory.forks:
+            prepared.worker = prepared.launch()
     except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
         prepared.error = "".join(traceback.format_exception_only(error)).strip()[-300:]
     return prepared
@@ -105,10 +106,10 @@ def grade_prepared(prepared, sandbox):
     from .judge import grade_submission  # imports pytest; only judges need it
 
     task = prepared.task
-    if prepared.error:
-        return failed_result(task, sandbox, prepared.error)
     try:
-        return grade_submission(task.student, prepared.files, prepared.problems, sandbox, prepared.scratch,
+        if prepared.error:
+            return failed_result(task, sandbox, prepared.error)
+        return grade_submission(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
                                 task.fingerprint, worker=prepared.worker)
     except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
         detail = "".join(traceback.format_exception_only(error)).strip()
@@ -120,26 +121,33 @@ def grade_prepared(prepared, sandbox):
 def judge_loop(tasks, sandbox, out_dir, done):
     """Grade ``tasks`` (an iterator) in this process, writing each result; call ``done(result)`` after each.
 
-    The next student's worker is started before the current student is graded, so its start-up (Python,
-    torch) overlaps with the current tests.
+    The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
+    current tests.
     """
     tasks = iter(tasks)
     with tempfile.TemporaryDirectory(prefix="mha-pe-judge-") as scratch_root:
-        task = next(tasks, None)
-        current = prepare(task, sandbox, scratch_root) if task else None
-        while current is not None:
+        factory = WorkerFactory(sandbox, scratch_root)
+        try:
             task = next(tasks, None)
-            following = prepare(task, sandbox, scratch_root) if task else None
-            result = grade_prepared(current, sandbox)
-            records.save(result, result_path(out_dir, current.task.student))
-            done(result)
-            current = following
+            current = prepare(task, factory, scratch_root) if task else None
+            while current is not None:
+                task = next(tasks, None)
+                following = prepare(task, factory, scratch_root) if task else None
+                result = grade_prepared(current, sandbox)
+                if factory.note and factory.note not in result.notes:
+                    result = replace(result, notes=result.notes + (factory.note,))
+                records.save(result, result_path(out_dir, current.task.student))
+                done(result)
+                current = following
+        finally:
+            factory.close()
 
 
 def judge_main(manifest_path):
     """Entry of a judge subprocess: read the sandbox from a manifest, tasks from stdin, report on stdout."""
     manifest = json.loads(Path(manifest_path).read_text())
-    sandbox = Sandbox(manifest["mode"], manifest["note"], Limits(**manifest["limits"]), int(manifest["threads"]))
+    sandbox = Sandbox(manifest["mode"], manifest["note"], Limits(**manifest["limits"]), int(manifest["threads"]),
+                      bool(manifest["fork"]))
 
     def tasks():
         for line in sys.stdin:
@@ -158,7 +166,8 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
     with tempfile.TemporaryDirectory(prefix="mha-pe-grade-") as tmp:
         manifest = Path(tmp) / "manifest.json"
         manifest.write_text(json.dumps({"mode": sandbox.mode, "note": sandbox.note, "out_dir": str(out_dir),
-                                        "threads": sandbox.threads, "limits": asdict(sandbox.limits)}))
+                                        "threads": sandbox.threads, "limits": asdict(sandbox.limits),
+                                        "fork": sandbox.fork}))
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
         pending = list(tasks)
         children, selector = [], selectors.DefaultSelector()
@@ -205,7 +214,7 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
 
 
 def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, emit=print, progress=None,
-                limits=None):
+                limits=None, fork=True):
     """The ``grade`` command. Returns the list of SubmissionResults of the whole class."""
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
@@ -213,7 +222,7 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise KitError(f"--out is not a folder: {out_dir}")
-    sandbox = choose_sandbox(sandbox_mode, limits)
+    sandbox = choose_sandbox(sandbox_mode, limits, fork=fork)
     if not sandbox.isolated:
         emit(f"WARNING: {sandbox.note}")
     grader = submissions.grader_fingerprint()

@@ -22,6 +22,7 @@ from .remote import RemoteSubmission, SubmissionFailure
 from .results import SubmissionResult, TestResult
 from .rubric import rubric_entry
 from .sandbox import choose_sandbox
+from .workers import WorkerFactory
 
 HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
 PLUGIN_NAME = "mha_pe_judge"
@@ -120,17 +121,14 @@ class _Named:
         config.pluginmanager.register(self.plugin, PLUGIN_NAME)
 
 
-def grade_submission(student, files, problems, sandbox, scratch_dir, fingerprint="", worker=None):
+def grade_submission(student, files, problems, sandbox, launch, fingerprint="", worker=None):
     """Grade one student's files (already read) and return the SubmissionResult; never raises for student faults.
 
-    The files are staged in ``scratch_dir/submission`` unless ``worker`` (started over that folder) is given.
+    ``launch()`` starts a fresh worker over these files (again after a crash); ``worker`` is one already started.
     """
     started = time.monotonic()
-    staged = Path(scratch_dir) / "submission"
-    if worker is None:
-        submissions.stage(files, staged)
     texts = {module: data.decode("utf-8", "replace") for module, data in files.items()}
-    remote = RemoteSubmission(sandbox, staged, scratch_dir, forbidden=scan_submission(texts), worker=worker)
+    remote = RemoteSubmission(sandbox, launch, forbidden=scan_submission(texts), worker=worker)
     notes = []
     if not sandbox.isolated:
         notes.append(sandbox.note or "SANDBOX OFF: student code ran without isolation")
@@ -142,10 +140,9 @@ def grade_submission(student, files, problems, sandbox, scratch_dir, fingerprint
     finally:
         remote.close()
     notes += remote.events + [f"grader problem: {problem}" for problem in grader_problems]
-    output = "\n".join(notes)
     student_output = remote.output_text()
     return SubmissionResult(
-        student=student, tests=tuple(tests), execution_time=time.monotonic() - started, output=output,
+        student=student, tests=tuple(tests), execution_time=time.monotonic() - started, output="\n".join(notes),
         sandbox=sandbox.mode, fingerprint=fingerprint, notes=tuple(notes),
         extra={"student_output": student_output} if student_output else {},
     )
@@ -157,11 +154,11 @@ def open_submission(folder, sandbox_mode="auto"):
     files, _ = submissions.read_files(folder)
     sandbox = choose_sandbox(sandbox_mode)
     with tempfile.TemporaryDirectory(prefix="mha-pe-grade-") as scratch:
-        staged = submissions.stage(files, Path(scratch) / "submission")
+        factory = WorkerFactory(sandbox, scratch)
         texts = {module: data.decode("utf-8", "replace") for module, data in files.items()}
-        remote = RemoteSubmission(sandbox, staged, scratch, forbidden=scan_submission(texts))
+        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), forbidden=scan_submission(texts))
         try:
             yield remote
         finally:
             remote.close()
-
+            factory.close()

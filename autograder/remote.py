@@ -11,13 +11,8 @@ killed and the next call starts a fresh one: only the tests that depend on the
 broken call lose points.
 """
 
-import os
-import signal
-import subprocess
-import threading
 import time
 
-from . import sandbox as sandboxes
 from .worker import contract, protocol
 
 
@@ -94,95 +89,6 @@ class BadValue(SubmissionFailure):
         self.summary = f"{name} returned {what}"
 
 
-# ---------------------------------------------------------------- one worker process
-
-class _CappedOutput(threading.Thread):
-    """Drains a pipe, keeping the first ``cap`` bytes (the student's prints) and counting the rest."""
-
-    def __init__(self, stream, cap):
-        super().__init__(daemon=True)
-        self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
-        self.start()
-
-    def run(self):
-        while True:
-            chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
-            if not chunk:
-                break
-            room = self.cap - len(self.kept)
-            self.kept += chunk[:room]
-            self.dropped += max(0, len(chunk) - room)
-        self.stream.close()
-
-    def text(self):
-        text = self.kept.decode("utf-8", "replace")
-        return text + (f"\n[... {self.dropped} more bytes of output not kept]" if self.dropped else "")
-
-
-class WorkerProcess:
-    """One started worker. ``start`` returns at once; ``ready`` waits for its hello."""
-
-    def __init__(self, sandbox, submission_dir, scratch_dir):
-        self.sandbox = sandbox
-        to_worker_r, self._to_worker = os.pipe()
-        self._from_worker, from_worker_w = os.pipe()
-        argv, env, cwd = sandboxes.worker_command(sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir)
-        try:
-            self.process = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(to_worker_r, from_worker_w), start_new_session=True,
-            )
-        finally:
-            os.close(to_worker_r)
-            os.close(from_worker_w)
-        self.output = _CappedOutput(self.process.stdout, sandbox.limits.output_bytes)
-        self.hello = None
-        self.imported = set()
-
-    def ready(self, deadline):
-        if self.hello is None:
-            message, _ = protocol.receive(self._from_worker, deadline)
-            if message.get("ready") is not True:
-                raise protocol.ProtocolError("the worker did not say hello")
-            self.hello = message
-        return self.hello
-
-    def request(self, message, blobs, deadline):
-        nonce = os.urandom(8).hex()
-        protocol.send(self._to_worker, dict(message, nonce=nonce), blobs)
-        reply, reply_blobs = protocol.receive(self._from_worker, deadline)
-        if reply.get("nonce") != nonce:
-            raise protocol.ProtocolError("a reply that answers no request")
-        return reply, reply_blobs
-
-    def exit_detail(self):
-        """Why the process ended, in words (waits briefly for it)."""
-        try:
-            code = self.process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            return "it stopped answering"
-        if code < 0:
-            try:
-                return f"killed by signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
-        return f"exit code {code}"
-
-    def close(self):
-        for fd in (self._to_worker, self._from_worker):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)  # bwrap; its PID namespace dies with it
-            except ProcessLookupError:
-                pass
-        self.process.wait()
-        self.output.join(timeout=5)
-
-
 # ---------------------------------------------------------------- the student's code, as the tests see it
 
 class RemoteObject:
@@ -224,8 +130,8 @@ class RemoteObject:
 class RemoteSubmission:
     """One student's submission behind a (restartable) sandboxed worker."""
 
-    def __init__(self, sandbox, submission_dir, scratch_dir, forbidden=None, worker=None):
-        self.sandbox, self.submission_dir, self.scratch_dir = sandbox, submission_dir, scratch_dir
+    def __init__(self, sandbox, launch, forbidden=None, worker=None):
+        self.sandbox, self.launch = sandbox, launch  # launch() starts a fresh worker over this submission
         self.forbidden = forbidden or {}  # name -> set of APIs found by the static scan
         self.limits = sandbox.limits
         self.deadline = time.monotonic() + self.limits.submission_seconds
@@ -240,13 +146,13 @@ class RemoteSubmission:
 
     # ------------------------------------------------------------ lifecycle
 
-    @staticmethod
-    def start_worker(sandbox, submission_dir, scratch_dir):
-        return WorkerProcess(sandbox, submission_dir, scratch_dir)
-
     def _worker(self, label):
         if self.worker is None:
-            self.worker = self.start_worker(self.sandbox, self.submission_dir, self.scratch_dir)
+            try:
+                self.worker = self.launch()
+            except (OSError, protocol.ProtocolError) as error:
+                self.events.append(f"no worker could be started: {error}")
+                raise WorkerCrash(label, "the grading process could not be started") from None
             self.generation += 1
         deadline = min(self.deadline, time.monotonic() + self.limits.start_seconds)
         try:

@@ -49,6 +49,7 @@ class Sandbox:
     note: str = ""
     limits: Limits = field(default_factory=Limits)
     threads: int = 1
+    fork: bool = True  # fork workers from a warm zygote when the kernel allows it
 
     @property
     def isolated(self):
@@ -117,29 +118,20 @@ def worker_environment(sandbox):
     return env
 
 
-def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir):
-    """``(argv, env, cwd)`` that start a worker over ``submission_dir`` talking on ``in_fd``/``out_fd``."""
-    python = sys.executable
+def _bwrap(sandbox, binds, command):
+    """The bwrap command line that runs ``command`` (a list) with the runtime, the worker code and ``binds``."""
     env = worker_environment(sandbox)
-    if sandbox.mode == "none":
-        # A private copy of the worker package, so that nothing else of the engine is on its path.
-        code = Path(scratch_dir) / "grader"
-        if not (code / "worker").is_dir():
-            shutil.copytree(WORKER_DIR, code / "worker", ignore=shutil.ignore_patterns("__pycache__"))
-        env = dict(env, PYTHONPATH=str(code), HOME=str(scratch_dir), MPLCONFIGDIR=str(scratch_dir))
-        return [python, "-B", "-m", "worker.main", str(in_fd), str(out_fd), str(submission_dir)], env, str(scratch_dir)
     made = set()
     args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
     args += _system_args()
     for path in _runtime_paths():
         args += _parents_args(path, made) + ["--ro-bind", str(path), str(path)]
-    # The venv's python is a symlink into the base install; make sure that target is visible too.
     args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/grader",
-             "--ro-bind", str(WORKER_DIR), "/opt/grader/worker",
-             "--ro-bind", str(submission_dir), "/submission",
-             "--proc", "/proc", "--dev", "/dev"]
-    args += _gpu_args()
+             "--ro-bind", str(WORKER_DIR), "/opt/grader/worker"]
+    for source, target in binds:
+        args += ["--ro-bind", str(source), target]
+    args += ["--proc", "/proc", "--dev", "/dev"] + _gpu_args()
     args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp"]
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -150,8 +142,30 @@ def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir):
     else:
         args += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
         inner = []
-    argv = args + ["--"] + inner + [python, "-B", "-m", "worker.main", str(in_fd), str(out_fd), "/submission"]
-    return argv, {}, str(scratch_dir)
+    return args + ["--"] + inner + command
+
+
+def _unsandboxed(sandbox, command, scratch_dir):
+    """``(argv, env, cwd)`` for ``--sandbox none``: a private copy of the worker package, a scrubbed environment."""
+    code = Path(scratch_dir) / "grader"
+    if not (code / "worker").is_dir():
+        shutil.copytree(WORKER_DIR, code / "worker", ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(worker_environment(sandbox), PYTHONPATH=str(code), HOME=str(scratch_dir), MPLCONFIGDIR=str(scratch_dir))
+    return command, env, str(scratch_dir)
+
+
+def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir):
+    """``(argv, env, cwd)`` that start one worker over ``submission_dir`` talking on ``in_fd``/``out_fd``."""
+    python = [sys.executable, "-B", "-m", "worker.main", str(in_fd), str(out_fd)]
+    if sandbox.mode == "none":
+        return _unsandboxed(sandbox, python + [str(submission_dir)], scratch_dir)
+    return _bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"]), {}, str(scratch_dir)
+
+
+def zygote_command(sandbox, control_fd, scratch_dir):
+    """``(argv, env, cwd)`` that start a zygote (no submission visible to it) on the socket ``control_fd``."""
+    python = [sys.executable, "-B", "-m", "worker.zygote", str(control_fd)]
+    return _bwrap(sandbox, [], python), {}, str(scratch_dir)
 
 
 def _trial(sandbox):
@@ -172,7 +186,7 @@ def _trial(sandbox):
     return None
 
 
-def choose_sandbox(mode="auto", limits=None, threads=1):
+def choose_sandbox(mode="auto", limits=None, threads=1, fork=True):
     """Resolve ``--sandbox``: ``bwrap`` must work (else KitError); ``auto`` falls back to ``none`` with a note."""
     if mode not in MODES:
         raise KitError(f"--sandbox must be one of {', '.join(MODES)}, got {mode!r}")
@@ -186,7 +200,7 @@ def choose_sandbox(mode="auto", limits=None, threads=1):
     else:
         reason = _trial(Sandbox("bwrap", "", limits, threads))
     if reason is None:
-        return Sandbox("bwrap", "", limits, threads)
+        return Sandbox("bwrap", "", limits, threads, fork)
     if mode == "bwrap":
         raise KitError(f"--sandbox bwrap does not work here: {reason}")
     return Sandbox("none", f"SANDBOX OFF: {reason}; student code ran without isolation", limits, threads)

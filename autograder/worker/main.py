@@ -2,6 +2,7 @@
 
 Talks to the judge over two inherited pipe descriptors; stdin is closed and
 stdout/stderr belong to the student's prints (the judge keeps a capped copy).
+The same ``serve`` loop runs in workers forked by :mod:`.zygote`.
 """
 
 import json
@@ -33,28 +34,25 @@ def warm_up(torch):
     (meta + meta).softmax(-1)
 
 
-def main(argv):
-    in_fd, out_fd, root = int(argv[1]), int(argv[2]), argv[3]
-    threads = int(os.environ.get("GRADER_THREADS", "1"))
-
+def prepare_torch(threads):
+    """Import torch configured for grading; return ``(torch, cuda available)``."""
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # asking must not initialise CUDA (forks follow)
     import torch
 
-    from . import protocol
-    from .session import Session, install_tripwires
-
-    limits = json.loads(os.environ.get("GRADER_LIMITS") or "{}")
-    if limits:
-        apply_limits(limits)
     torch.set_num_threads(threads)
     # Full float32 matmuls everywhere, so GPU results are comparable with the CPU's.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    cuda = torch.cuda.is_available()
+    return torch, torch.cuda.is_available()
+
+
+def serve(root, in_fd, out_fd):
+    """Answer the judge's requests about the submission in ``root`` until the judge closes the channel."""
+    from . import protocol
+    from .session import Session, install_tripwires
 
     session = Session(root)
     install_tripwires(session)
-    protocol.send(out_fd, {"ready": True, "cuda": cuda, "torch": torch.__version__})
-    warm_up(torch)  # while the judge is still busy with the previous student
     while True:
         try:
             message, blobs = protocol.receive(in_fd)
@@ -65,6 +63,20 @@ def main(argv):
         reply["nonce"] = message.get("nonce")  # lets the judge notice replies it did not ask for
         sys.stdout.flush()
         protocol.send(out_fd, reply, reply_blobs)
+
+
+def main(argv):
+    in_fd, out_fd, root = int(argv[1]), int(argv[2]), argv[3]
+    torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
+
+    from . import protocol
+
+    limits = json.loads(os.environ.get("GRADER_LIMITS") or "{}")
+    if limits:
+        apply_limits(limits)
+    protocol.send(out_fd, {"ready": True, "cuda": cuda, "torch": torch.__version__})
+    warm_up(torch)  # while the judge is still busy with the previous student
+    return serve(root, in_fd, out_fd)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,60 @@
+"""The few Linux calls the zygote needs that Python's ``os`` module lacks (through ctypes)."""
+
+import ctypes
+import os
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+_CAP_VERSION_3 = 0x20080522
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{what}: {os.strerror(error)}")
+
+
+def unshare(flags):
+    _check(_libc.unshare(flags), "unshare")
+
+
+def mount(source, target, fstype, flags, data=None):
+    def raw(text):
+        return None if text is None else text.encode()
+
+    _check(_libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), f"mount {target}")
+
+
+def prctl(option, value):
+    _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
+
+
+def map_to_self():
+    """In a fresh user namespace, map our own uid and gid (the only mapping an unprivileged process may write)."""
+    uid, gid = os.getuid(), os.getgid()
+    with open("/proc/self/setgroups", "w") as handle:
+        handle.write("deny")
+    with open("/proc/self/uid_map", "w") as handle:
+        handle.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as handle:
+        handle.write(f"{gid} {gid} 1")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities():
+    """Give up every capability (the creator of a user namespace holds all of them inside it)."""
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")

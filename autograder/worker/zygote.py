@@ -1,0 +1,157 @@
+"""A warm worker factory, run inside the sandbox: ``python -m worker.zygote CONTROL_FD``.
+
+It imports torch once, warms it up, makes itself non-dumpable, and then forks
+one worker per request. Each forked worker gets, before any student code
+runs, its own user, mount and PID namespaces (so it is PID 1 of a namespace
+that dies with it, and cannot see or signal the zygote or earlier workers),
+a private ``/tmp`` holding only its own files (sent over its pipe, gone when
+it ends), an empty ``/proc``, no capabilities and the per-submission rlimits.
+
+Control messages are JSON over a SOCK_SEQPACKET socket; a spawn request
+carries the worker's three pipe ends as passed file descriptors.
+"""
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+from . import contract, linux
+
+SUBMISSION = "/tmp/submission"
+
+
+def _send(control, message):
+    control.send(json.dumps(message).encode())
+
+
+def _isolate(tmp_bytes):
+    """In the forked child: new user, mount and PID namespaces, a private /tmp and an empty /proc."""
+    linux.prctl(linux.PR_SET_DUMPABLE, 1)  # our own /proc files must be writable for the id maps
+    linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWNS | linux.CLONE_NEWPID)
+    linux.map_to_self()
+    linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
+    linux.mount("tmpfs", "/tmp", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, f"size={tmp_bytes},mode=1777")
+    linux.mount("tmpfs", "/proc", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC, "size=4k,mode=555")
+
+
+def can_isolate():
+    """Whether this kernel lets us build a worker's namespaces (tried in a throw-away child)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _isolate(1 << 20)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - any failure means "no"
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _worker(in_fd, out_fd, output_fd, limits):
+    """PID 1 of the new namespace: receive the files, give up everything, then serve the judge."""
+    from . import protocol
+    from .main import apply_limits, serve
+
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    linux.drop_capabilities()
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.close(null)
+    os.close(output_fd)
+    message, blobs = protocol.receive(in_fd, time.monotonic() + 30)
+    os.mkdir(SUBMISSION, 0o755)
+    for name, data in zip(message.get("files", []), blobs):
+        if name in contract.MODULES:
+            with open(os.path.join(SUBMISSION, name + ".py"), "wb") as handle:
+                handle.write(data)
+    os.chdir("/tmp")
+    apply_limits(limits)
+    return serve(SUBMISSION, in_fd, out_fd)
+
+
+def _spawn(control, fds, message):
+    """In the zygote's child: isolate, fork the worker (PID 1 inside), wait for it and mirror its end."""
+    control.close()
+    in_fd, out_fd, output_fd = fds
+    _isolate(int(message["limits"]["tmp_bytes"]))
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            code = _worker(in_fd, out_fd, output_fd, message["limits"])
+        finally:
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def _describe(status):
+    if os.WIFSIGNALED(status):
+        return {"signal": os.WTERMSIG(status)}
+    code = os.WEXITSTATUS(status)
+    return {"signal": code - 128} if code > 128 else {"code": code}
+
+
+def main(argv):
+    from .main import prepare_torch, warm_up
+
+    control = socket.socket(fileno=int(argv[1]))
+    torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
+    warm_up(torch)
+    nested = can_isolate()
+    linux.prctl(linux.PR_SET_DUMPABLE, 0)  # workers may not trace or read the zygote
+    _send(control, {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested})
+    children, ended = {}, {}
+    while True:
+        data, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
+        if not data:
+            return 0
+        message = json.loads(data)
+        op, ident = message.get("op"), str(message.get("id"))
+        if op == "spawn" and nested and len(fds) == 3:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                code = 70
+                try:
+                    code = _spawn(control, fds, message)
+                finally:
+                    os._exit(code)
+            for fd in fds:
+                os.close(fd)
+            children[ident] = pid
+            _send(control, {"spawned": ident})
+        elif op in ("kill", "status") and (ident in children or ident in ended):
+            if op == "kill" and ident not in ended:
+                os.kill(children[ident], signal.SIGKILL)
+            deadline = time.monotonic() + float(message.get("wait", 2.0))
+            while ident not in ended:
+                pid, status = os.waitpid(children[ident], os.WNOHANG)
+                if pid:
+                    ended[ident] = _describe(status)
+                elif time.monotonic() > deadline:
+                    break
+                else:
+                    time.sleep(0.01)
+            _send(control, {"status": ended.get(ident)})
+            if ident in ended:
+                children.pop(ident, None)
+        else:
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"error": f"cannot {op} {ident}"})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,280 @@
+"""How a judge starts workers: one sandbox per worker, or forks of a warm zygote inside one sandbox.
+
+:class:`WorkerFactory` picks the fast path when it can: a :class:`Zygote`
+(torch imported and warmed up once) forks each worker into namespaces of its
+own. Where the kernel does not allow that, or without bwrap, every worker is a
+:class:`WorkerProcess` in a sandbox of its own, started ahead of time so its
+start-up overlaps the previous student's tests.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+from dataclasses import asdict
+from pathlib import Path
+
+from . import sandbox as sandboxes
+from .submission import stage
+from .worker import protocol
+
+
+class _CappedOutput(threading.Thread):
+    """Drains a pipe, keeping the first ``cap`` bytes (the student's prints) and counting the rest."""
+
+    def __init__(self, stream, cap):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
+        self.start()
+
+    def run(self):
+        while True:
+            chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+            if not chunk:
+                break
+            room = self.cap - len(self.kept)
+            self.kept += chunk[:room]
+            self.dropped += max(0, len(chunk) - room)
+        self.stream.close()
+
+    def text(self):
+        text = self.kept.decode("utf-8", "replace")
+        return text + (f"\n[... {self.dropped} more bytes of output not kept]" if self.dropped else "")
+
+
+class _Channel:
+    """Request/reply over a worker's two pipes; each request carries a nonce its reply must echo."""
+
+    hello = None
+
+    def __init__(self, to_worker, from_worker, output):
+        self._to_worker, self._from_worker, self.output = to_worker, from_worker, output
+        self.imported = set()
+
+    def request(self, message, blobs, deadline):
+        nonce = os.urandom(8).hex()
+        protocol.send(self._to_worker, dict(message, nonce=nonce), blobs)
+        reply, reply_blobs = protocol.receive(self._from_worker, deadline)
+        if reply.get("nonce") != nonce:
+            raise protocol.ProtocolError("a reply that answers no request")
+        return reply, reply_blobs
+
+    def _close_pipes(self):
+        for fd in (self._to_worker, self._from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _describe_exit(code):
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class WorkerProcess(_Channel):
+    """A worker in a sandbox of its own (one bwrap per worker). ``ready`` waits for its hello."""
+
+    def __init__(self, sandbox, submission_dir, scratch_dir):
+        to_worker_r, to_worker = os.pipe()
+        from_worker, from_worker_w = os.pipe()
+        argv, env, cwd = sandboxes.worker_command(sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir)
+        try:
+            self.process = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(to_worker_r, from_worker_w), start_new_session=True,
+            )
+        finally:
+            os.close(to_worker_r)
+            os.close(from_worker_w)
+        super().__init__(to_worker, from_worker, _CappedOutput(self.process.stdout, sandbox.limits.output_bytes))
+
+    def ready(self, deadline):
+        if self.hello is None:
+            message, _ = protocol.receive(self._from_worker, deadline)
+            if message.get("ready") is not True:
+                raise protocol.ProtocolError("the worker did not say hello")
+            self.hello = message
+        return self.hello
+
+    def exit_detail(self):
+        """Why the process ended, in words (waits briefly for it)."""
+        try:
+            return _describe_exit(self.process.wait(timeout=2))
+        except subprocess.TimeoutExpired:
+            return "it stopped answering"
+
+    def close(self):
+        self._close_pipes()
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)  # bwrap; its PID namespace dies with it
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        self.output.join(timeout=5)
+
+
+class ForkedWorker(_Channel):
+    """A worker forked by a :class:`Zygote`, in namespaces of its own inside the zygote's sandbox."""
+
+    def __init__(self, zygote, ident, to_worker, from_worker, output):
+        super().__init__(to_worker, from_worker, output)
+        self.zygote, self.ident, self.hello = zygote, ident, zygote.hello
+
+    def ready(self, deadline):
+        return self.hello
+
+    def exit_detail(self):
+        status = self.zygote.status(self.ident)
+        if status is None:
+            return "it stopped answering"
+        return _describe_exit(-status["signal"] if "signal" in status else status["code"])
+
+    def close(self):
+        self._close_pipes()
+        self.zygote.kill(self.ident)
+        self.output.join(timeout=5)
+
+
+class Zygote:
+    """The judge's handle on a warm worker factory running in one long-lived sandbox.
+
+    Starting it costs a torch import once; each worker it forks then costs a few milliseconds.
+    """
+
+    def __init__(self, sandbox, scratch_dir):
+        self.sandbox = sandbox
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv, env, cwd = sandboxes.zygote_command(sandbox, theirs.fileno(), scratch_dir)
+        try:
+            self.process = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+                                            start_new_session=True)
+        finally:
+            theirs.close()
+        self.log = _CappedOutput(self.process.stdout, 8192)
+        self.hello = None
+        self.count = 0
+
+    def _receive(self, timeout):
+        self.control.settimeout(timeout)
+        try:
+            data = self.control.recv(1 << 16)
+        except (socket.timeout, OSError) as error:
+            raise protocol.ChannelClosed(f"the zygote did not answer ({error})") from None
+        if not data:
+            raise protocol.ChannelClosed("the zygote ended")
+        return json.loads(data)
+
+    def ready(self, timeout):
+        if self.hello is None:
+            self.hello = self._receive(timeout)
+        return self.hello
+
+    @property
+    def usable(self):
+        return self.process.poll() is None and bool(self.hello and self.hello.get("nested"))
+
+    def spawn(self, files, limits):
+        """Fork a worker for the student ``files`` (``{module: bytes}``) and send it those files."""
+        self.count += 1
+        ident = str(self.count)
+        to_worker_r, to_worker = os.pipe()
+        from_worker, from_worker_w = os.pipe()
+        output_r, output_w = os.pipe()
+        try:
+            socket.send_fds(self.control, [json.dumps({"op": "spawn", "id": ident,
+                                                       "limits": asdict(limits)}).encode()],
+                            [to_worker_r, from_worker_w, output_w])
+            reply = self._receive(10)
+        finally:
+            for fd in (to_worker_r, from_worker_w, output_w):
+                os.close(fd)
+        output = _CappedOutput(os.fdopen(output_r, "rb"), limits.output_bytes)
+        if reply.get("spawned") != ident:
+            os.close(to_worker)
+            os.close(from_worker)
+            raise protocol.ChannelClosed(f"the zygote could not start a worker: {reply.get('error')}")
+        names = sorted(files)
+        protocol.send(to_worker, {"files": names}, [files[name] for name in names])
+        return ForkedWorker(self, ident, to_worker, from_worker, output)
+
+    def _ask(self, message):
+        try:
+            self.control.send(json.dumps(message).encode())
+            return self._receive(10).get("status")
+        except (OSError, protocol.ProtocolError):
+            return None
+
+    def status(self, ident):
+        return self._ask({"op": "status", "id": ident, "wait": 2.0})
+
+    def kill(self, ident):
+        return self._ask({"op": "kill", "id": ident, "wait": 5.0})
+
+    def close(self):
+        self.control.close()
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        self.log.join(timeout=5)
+
+
+class WorkerFactory:
+    """Starts the workers of one judge process; owns its zygote (if any)."""
+
+    def __init__(self, sandbox, scratch_root):
+        self.sandbox, self.scratch_root = sandbox, Path(scratch_root)
+        self.zygote, self.note = None, ""
+        self.use_zygote = sandbox.isolated and sandbox.fork
+
+    def _live_zygote(self):
+        if not self.use_zygote:
+            return None
+        if self.zygote is not None and self.zygote.process.poll() is None:
+            return self.zygote
+        if self.zygote is not None:
+            self.zygote.close()
+        self.zygote = Zygote(self.sandbox, self.scratch_root)
+        try:
+            self.zygote.ready(self.sandbox.limits.start_seconds * 2)
+        except protocol.ProtocolError as error:
+            self.note = f"no warm zygote ({error}); one sandbox per worker"
+        if not self.zygote.usable:
+            self.note = self.note or "no nested namespaces in this sandbox; one sandbox per worker"
+            self.zygote.close()
+            self.zygote, self.use_zygote = None, False
+        return self.zygote
+
+    @property
+    def forks(self):
+        """Whether workers are forked from a zygote (cheap to start, so no need to start them early)."""
+        return self._live_zygote() is not None
+
+    def launcher(self, files, scratch):
+        """A no-argument callable that starts a fresh worker over the student ``files`` (``{module: bytes}``)."""
+        if self.forks:
+            return lambda: self._spawn(files)
+        staged = stage(files, Path(scratch) / "submission")
+        return lambda: WorkerProcess(self.sandbox, staged, scratch)
+
+    def _spawn(self, files):
+        zygote = self._live_zygote()
+        if zygote is None:
+            raise protocol.ChannelClosed(self.note or "the zygote is gone")
+        return zygote.spawn(files, self.sandbox.limits)
+
+    def close(self):
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None

@@ -1,0 +1,94 @@
+"""Data crossing from the worker is parsed as data: JSON plus raw tensor bytes, nothing executable."""
+
+import json
+import os
+import struct
+import threading
+
+import pytest
+import torch
+
+from autograder.worker import protocol
+from autograder.worker.protocol import ProtocolError, decode, encode
+
+
+def roundtrip(value):
+    blobs = []
+    node = json.loads(json.dumps(encode(value, blobs), allow_nan=False))
+    return decode(node, blobs)
+
+
+def test_values_survive_the_trip():
+    value = {"t": torch.arange(6.0).reshape(2, 3), "pair": (1, 2.5, None, True, "s"), "nan": float("nan"),
+             "ints": torch.tensor([1, 2], dtype=torch.int64), "empty": torch.zeros(0, 3), "dtype": torch.float64}
+    back = roundtrip(value)
+    assert torch.equal(back["t"], value["t"]) and back["pair"] == value["pair"]
+    assert back["nan"] != back["nan"] and back["ints"].dtype == torch.int64 and back["empty"].shape == (0, 3)
+    assert back["dtype"] is torch.float64
+
+
+def test_meta_tensors_travel_as_shape_only():
+    back = roundtrip(torch.empty(2, 5, device="meta"))
+    assert back.device.type == "meta" and back.shape == (2, 5) and protocol.device_of(back) == "meta"
+
+
+def test_objects_that_are_not_data_arrive_as_their_type_name():
+    back = roundtrip({"module": torch.nn.Linear(2, 2)})
+    assert isinstance(back["module"], protocol.Unsupported) and back["module"].type == "Linear"
+
+
+def test_a_tensor_subclass_arrives_as_a_plain_tensor():
+    class Liar(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return True
+
+    liar = torch.Tensor._make_subclass(Liar, torch.zeros(3))
+    back = roundtrip(liar)
+    assert type(back) is torch.Tensor and torch.equal(back, torch.zeros(3))
+
+
+@pytest.mark.parametrize("node", [
+    {"__tensor__": 0, "dtype": "object", "shape": [1], "device": "cpu"},
+    {"__tensor__": 0, "dtype": "float32", "shape": [2], "device": "cpu"},  # 4 bytes for 2 floats
+    {"__tensor__": 5, "dtype": "float32", "shape": [1], "device": "cpu"},
+    {"__tensor__": 0, "dtype": "float32", "shape": [-1], "device": "cpu"},
+    {"__tensor__": 0, "dtype": "float32", "shape": [1], "device": "evil"},
+    {"__reduce__": ["os.system", ["echo pwned"]]},
+    {"__float__": "os.system"},
+])
+def test_malformed_values_are_rejected(node):
+    with pytest.raises(ProtocolError):
+        decode(node, [b"\0\0\0\0"])
+
+
+def test_frames_round_trip_and_bad_frames_are_refused():
+    read_fd, write_fd = os.pipe()
+    try:
+        protocol.send(write_fd, {"value": 1}, [b"abc"])
+        message, blobs = protocol.receive(read_fd)
+        assert message == {"value": 1} and blobs == [b"abc"]
+        os.write(write_fd, struct.pack("<II", protocol.MAX_JSON + 1, 0))
+        with pytest.raises(ProtocolError, match="too large"):
+            protocol.receive(read_fd)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_a_silent_peer_times_out_and_a_closed_one_is_noticed():
+    import time
+
+    read_fd, write_fd = os.pipe()
+    with pytest.raises(protocol.ChannelTimeout):
+        protocol.receive(read_fd, deadline=time.monotonic() + 0.05)
+    threading.Thread(target=os.close, args=(write_fd,)).start()
+    with pytest.raises(protocol.ChannelClosed):
+        protocol.receive(read_fd, deadline=time.monotonic() + 5)
+    os.close(read_fd)
+
+
+def test_the_protocol_module_never_unpickles():
+    source = open(protocol.__file__).read()
+    assert "import pickle" not in source and "pickle." not in source and "eval(" not in source
+    assert "torch.load" not in source and "dill" not in source

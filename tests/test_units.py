@@ -1,0 +1,74 @@
+"""Small pieces of the engine: the forbidden-API scan, result records, file names."""
+
+import pytest
+
+from autograder.forbidden import scan_module
+from autograder.results import SubmissionResult, TestResult
+from autograder.submission import read_files, safe_name
+
+
+def test_the_scan_finds_forbidden_calls_and_where_they_are():
+    source = """
+import torch
+import torch.nn.functional as F
+from torch.nn import MultiheadAttention as MHA
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    return F.scaled_dot_product_attention(q, k, v), None
+
+class MultiHeadAttention(torch.nn.Module):
+    def __init__(self, d, h):
+        self.inner = MHA(d, h)
+"""
+    found = scan_module(source, "attention")
+    assert found == {"scaled_dot_product_attention": {"torch.nn.functional.scaled_dot_product_attention"},
+                     "MultiHeadAttention": {"torch.nn.MultiheadAttention"}}
+
+
+def test_the_scan_leaves_honest_code_and_names_alone():
+    source = """
+import torch
+from .heads import split_heads
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    '''Unlike torch.nn.functional.scaled_dot_product_attention, this returns the weights.'''
+    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v, None
+
+class MultiHeadAttention(torch.nn.Module):
+    def forward(self, x):
+        return scaled_dot_product_attention(x, x, x)
+"""
+    assert scan_module(source, "attention") == {}
+
+
+def test_getattr_tricks_are_caught():
+    source = "import torch\ndef scaled_dot_product_attention(q, k, v, mask=None):\n" \
+             "    return getattr(torch.nn.functional, 'scaled_dot_product_attention')(q, k, v), None\n"
+    assert scan_module(source, "attention")
+
+
+def test_results_round_trip_through_json():
+    result = SubmissionResult("ünï", (TestResult("a", "heads", 2, 3, "failed", "why", "hidden", "test_a"),),
+                              1.5, "out", "bwrap", "abc", ("note",), {"student_output": "hi"})
+    again = SubmissionResult.from_json(result.to_json())
+    assert again == result and again.score == 2 and again.max_score == 3
+
+
+@pytest.mark.parametrize("student", ["alice", "a b", "..", ".hidden", "-rf", "ünï/x", "a\nb"])
+def test_safe_names_are_plain_file_names(student):
+    name = safe_name(student)
+    assert "/" not in name and "\n" not in name and not name.startswith((".", "-")) and name not in ("", "..")
+
+
+def test_safe_names_do_not_collide():
+    students = ["a b", "a%20b", "A B", ".x", "%2Ex", "-x", "%2Dx"]
+    assert len({safe_name(student) for student in students}) == len(students)
+
+
+def test_oversized_and_linked_files_are_refused(tmp_path):
+    (tmp_path / "heads.py").write_bytes(b"x" * (2 << 20))
+    (tmp_path / "attention.py").symlink_to("/etc/passwd")
+    (tmp_path / "positional_encoding.py").write_text("ok = 1\n")
+    files, problems = read_files(tmp_path)
+    assert set(files) == {"positional_encoding"}
+    assert "larger than" in problems["heads"] and "not a regular file" in problems["attention"]
