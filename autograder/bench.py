@@ -108,20 +108,28 @@ def grading_seconds(class_dir, jobs, sandbox="auto"):
 
 
 def grading_throughput(class_size, emit, sandbox="auto"):
-    """Per-submission grading cost at --jobs 1 and 2, as ratios to a bare torch import measured alongside."""
+    """Per-submission grading cost at --jobs 1 and 2, as ratios to a bare torch import measured alongside.
+
+    Each cost is marginal: the class is graded whole and half, and the difference is divided by the
+    extra submissions, so the once-per-run start-up (judges, pytest, the warm worker) is not counted.
+    """
     unit = bare_torch_import()
     emit(f"bare 'python -c \"import torch\"': {unit:.2f} s (the unit below)")
+    half = max(1, class_size // 2)
     results = {}
-    with tempfile.TemporaryDirectory(prefix="mha-pe-bench-class-") as class_dir:
-        synthetic_class(class_dir, class_size)
+    with tempfile.TemporaryDirectory(prefix="mha-pe-bench-class-") as tmp:
+        whole, part = Path(tmp) / "whole", Path(tmp) / "half"
+        synthetic_class(whole, class_size)
+        synthetic_class(part, half)
         for jobs in (1, 2):
-            seconds = grading_seconds(class_dir, jobs, sandbox)
-            per = seconds / class_size
+            t_whole, t_half = grading_seconds(whole, jobs, sandbox), grading_seconds(part, jobs, sandbox)
+            per = max(t_whole - t_half, 1e-9) / (class_size - half)
             results[jobs] = per / unit
-            emit(f"grading {class_size} submissions, --jobs {jobs}: {seconds:.1f} s, {per:.2f} s each "
-                 f"= {per / unit:.2f} torch imports (goal at --jobs 1: <= 1.2)")
+            emit(f"grading, --jobs {jobs}: {class_size} submissions in {t_whole:.1f} s, {half} in {t_half:.1f} s "
+                 f"-> {per:.2f} s per extra submission = {per / unit:.2f} torch imports (goals: <= 1.2 for "
+                 f"this kit's judge, <= 0.15 with warm workers)")
     speedup = results[1] / results[2]
-    emit(f"speed-up from --jobs 2: {speedup:.2f}x (near-linear would be close to 2x)")
+    emit(f"speed-up from --jobs 2: {speedup:.2f}x (near-linear would be close to 2x on 2 cores)")
     return {"grading_ratio_jobs1": results[1], "grading_ratio_jobs2": results[2], "grading_speedup": speedup}
 
 

@@ -124,6 +124,10 @@ def judge_loop(tasks, sandbox, out_dir, done):
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
     current tests.
     """
+    import torch
+
+    # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
+    torch.set_num_threads(1)
     tasks = iter(tasks)
     with tempfile.TemporaryDirectory(prefix="mha-pe-judge-") as scratch_root:
         factory = WorkerFactory(sandbox, scratch_root)

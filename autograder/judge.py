@@ -96,7 +96,8 @@ def _result_for(entry, outcome):
 def run_hidden_tests(submission, hidden_dir=HIDDEN_TESTS):
     """Run every hidden test against ``submission``; return ``(tests, problems)``."""
     plugin = _JudgePlugin(submission)
-    args = [str(hidden_dir), "-c", str(hidden_dir / "pytest.ini"), "--rootdir", str(hidden_dir), "-q",
+    # --tb=native: the judge never shows tracebacks, and pytest's own formatting parses source (slow).
+    args = [str(hidden_dir), "-c", str(hidden_dir / "pytest.ini"), "--rootdir", str(hidden_dir), "-q", "--tb=native",
             "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
