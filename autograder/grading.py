@@ -51,15 +51,20 @@ class Task:
         return cls(str(data["student"]), str(data["folder"]), str(data["fingerprint"]))
 
 
-def discover(class_dir):
-    """``[(student id, folder)]`` sorted by id; KitError for a missing or empty class folder."""
+def discover(class_dir, out_dir=None):
+    """``[(student id, folder)]`` sorted by id; KitError for a missing or empty class folder.
+
+    An output folder placed inside the class folder is not a student.
+    """
     class_dir = Path(class_dir)
+    skip = Path(out_dir).resolve() if out_dir else None
     if not class_dir.exists():
         raise KitError(f"class folder not found: {class_dir}")
     if not class_dir.is_dir():
         raise KitError(f"not a folder: {class_dir}")
     students = sorted((entry.name, entry) for entry in class_dir.iterdir()
-                      if entry.is_dir() and not entry.is_symlink() and entry.name not in NOT_STUDENTS)
+                      if entry.is_dir() and not entry.is_symlink() and entry.name not in NOT_STUDENTS
+                      and entry.resolve() != skip)
     if not students:
         raise KitError(f"no student folders in {class_dir} (expected one folder per student)")
     return students
@@ -222,7 +227,7 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
     """The ``grade`` command. Returns the list of SubmissionResults of the whole class."""
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
-    students = discover(class_dir)
+    students = discover(class_dir, out_dir)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise KitError(f"--out is not a folder: {out_dir}")

@@ -121,9 +121,11 @@ def worker_environment(sandbox):
 def _bwrap(sandbox, binds, command):
     """The bwrap command line that runs ``command`` (a list) with the runtime, the worker code and ``binds``."""
     env = worker_environment(sandbox)
-    made = set()
+    made = {Path("/tmp")}
     args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
+    # The private /tmp first: a runtime that lives under /tmp is bound on top of it, not hidden by it.
+    args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
     args += _system_args()
     for path in _runtime_paths():
         args += _parents_args(path, made) + ["--ro-bind", str(path), str(path)]
@@ -131,8 +133,7 @@ def _bwrap(sandbox, binds, command):
              "--ro-bind", str(WORKER_DIR), "/opt/grader/worker"]
     for source, target in binds:
         args += ["--ro-bind", str(source), target]
-    args += ["--proc", "/proc", "--dev", "/dev"] + _gpu_args()
-    args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev"] + _gpu_args() + ["--chdir", "/tmp"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     args += ["--setenv", "PYTHONPATH", "/opt/grader"]

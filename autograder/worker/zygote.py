@@ -38,7 +38,12 @@ def _isolate(tmp_bytes):
 
 
 def can_isolate():
-    """Whether this kernel lets us build a worker's namespaces (tried in a throw-away child)."""
+    """Whether this kernel lets us build a worker's namespaces (tried in a throw-away child).
+
+    Also no when the Python runtime lives under /tmp: a worker's private /tmp would hide it.
+    """
+    if any(path.startswith("/tmp/") for path in sys.path):
+        return False
     pid = os.fork()
     if pid == 0:
         try:
