@@ -51,10 +51,17 @@ class Task:
         return cls(str(data["student"]), str(data["folder"]), str(data["fingerprint"]))
 
 
+def _has_submission(folder):
+    """Whether a folder holds any of the student files (how a hidden folder still counts as a student)."""
+    files, _ = submissions.read_files(folder)
+    return bool(files)
+
+
 def discover(class_dir, out_dir=None):
     """``[(student id, folder)]`` sorted by id; KitError for a missing or empty class folder.
 
-    An output folder placed inside the class folder is not a student.
+    An output folder placed inside the class folder is not a student, nor is a hidden folder (a name starting
+    with a dot, such as a tool's cache) unless it holds a submission.
     """
     class_dir = Path(class_dir)
     skip = Path(out_dir).resolve() if out_dir else None
@@ -64,7 +71,7 @@ def discover(class_dir, out_dir=None):
         raise KitError(f"not a folder: {class_dir}")
     students = sorted((entry.name, entry) for entry in class_dir.iterdir()
                       if entry.is_dir() and not entry.is_symlink() and entry.name not in NOT_STUDENTS
-                      and entry.resolve() != skip)
+                      and entry.resolve() != skip and (not entry.name.startswith(".") or _has_submission(entry)))
     if not students:
         raise KitError(f"no student folders in {class_dir} (expected one folder per student)")
     return students
