@@ -45,6 +45,15 @@ def _student_failure(error):
     return None
 
 
+def _is_assertion(error):
+    """Whether ``error`` is a failed check (an AssertionError, possibly inside a hypothesis group)."""
+    if isinstance(error, AssertionError):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return all(_is_assertion(inner) for inner in error.exceptions)
+    return False
+
+
 class _JudgePlugin:
     """Collects the rubric entries and each test's outcome as values."""
 
@@ -74,8 +83,9 @@ class _JudgePlugin:
                 self.outcomes[item.nodeid] = ("skipped", str(reason).removeprefix("Skipped: "))
             else:
                 failure = _student_failure(error)
-                if failure is None and report.when == "setup":
-                    self.problems.append(f"set-up of {item.nodeid} failed: {type(error).__name__}: {error}")
+                if failure is None and not _is_assertion(error):
+                    # Neither the student's code nor a check: the grader itself broke. Say so to the instructor.
+                    self.problems.append(f"{item.name} ({report.when}) raised {type(error).__name__}: {error}"[:300])
                 self.outcomes[item.nodeid] = ("failed", failure)
 
 

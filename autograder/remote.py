@@ -118,8 +118,12 @@ class RemoteObject:
     def load_state_dict(self, state):
         return self._ask("load_state_dict", f"{self._name}.load_state_dict", state=state)
 
-    def to(self, device):
-        self._ask("to", f"{self._name}.to", device=device)
+    def to(self, target):
+        """Move the module to a device (``"meta"``, ``"cuda"``) or convert it to a dtype (``torch.float64``)."""
+        if isinstance(target, str):
+            self._ask("to", f"{self._name}.to", device=target)
+        else:
+            self._ask("to", f"{self._name}.to", dtype=protocol.DTYPE_NAMES[target])
         return self
 
     def grads(self, *args, **kwargs):

@@ -125,15 +125,17 @@ def test_shift_matrix_rejects_odd_width(student):
 
 
 @graded(3, "The table is fixed, not learned: register it as a buffer named pe, so the module has no "
-           "parameters, saves the table in state_dict and moves it with .to(device).")
+           "parameters and the table moves with .to(device) and .to(dtype).")
 def test_module_keeps_the_table_as_a_buffer(student):
     """PositionalEncoding keeps the table in a buffer named pe and has no parameters"""
-    info = student.PositionalEncoding(8, max_seq_len=20).describe()
+    module = student.PositionalEncoding(8, max_seq_len=20)
+    info = module.describe()
     assert isinstance(info, dict) and info.get("is_module"), "not an nn.Module"
     assert info["parameters"] == [], "has parameters"
-    buffers = {name: shape for name, shape, _, _ in info["buffers"]}
-    assert buffers.get("pe") == [20, 8], "no (max_seq_len, d_model) buffer named pe"
-    assert "pe" in info["state_keys"], "pe is not saved in state_dict"
+    buffers = {name: (shape, dtype) for name, shape, dtype, _ in info["buffers"]}
+    assert buffers.get("pe", (None,))[0] == [20, 8], "no (max_seq_len, d_model) buffer named pe"
+    moved = {name: dtype for name, _, dtype, _ in module.to(torch.float64).describe()["buffers"]}
+    assert moved.get("pe") == "float64", "pe does not follow .to()"
 
 
 @graded(3, "forward adds the first seq rows of the table to every sequence in the batch and keeps the "

@@ -16,7 +16,7 @@ import types
 import torch
 
 from . import contract
-from .protocol import decode, encode
+from .protocol import DTYPES, decode, encode
 
 MESSAGE_LIMIT = 400
 
@@ -185,7 +185,11 @@ class Session:
         return None
 
     def op_to(self, message, blobs):
-        self._object(message["handle"]).to(message["device"])
+        target = self._object(message["handle"])
+        if "dtype" in message:
+            target.to(DTYPES[message["dtype"]])
+        else:
+            target.to(str(message["device"]))
         return None
 
     def op_grads(self, message, blobs):

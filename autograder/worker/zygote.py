@@ -27,23 +27,32 @@ def _send(control, message):
     control.send(json.dumps(message).encode())
 
 
+def _runtime_under_tmp():
+    """Folders of the Python runtime that live under /tmp (a fresh checkout's virtual environment, say)."""
+    roots = {os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return sorted(root for root in roots if root.startswith("/tmp/"))
+
+
 def _isolate(tmp_bytes):
     """In the forked child: new user, mount and PID namespaces, a private /tmp and an empty /proc."""
     linux.prctl(linux.PR_SET_DUMPABLE, 1)  # our own /proc files must be writable for the id maps
     linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWNS | linux.CLONE_NEWPID)
     linux.map_to_self()
     linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
+    keep = _runtime_under_tmp()
+    old_tmp = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)  # to reach what the new /tmp will cover
     linux.mount("tmpfs", "/tmp", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, f"size={tmp_bytes},mode=1777")
+    for root in keep:  # put the runtime back, read-only as it was
+        os.makedirs(root, exist_ok=True)
+        linux.mount(f"/proc/self/fd/{old_tmp}/{root[len('/tmp/'):]}", root, None, linux.MS_BIND | linux.MS_REC)
+    os.close(old_tmp)
     linux.mount("tmpfs", "/proc", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC, "size=4k,mode=555")
 
 
 def can_isolate():
     """Whether this kernel lets us build a worker's namespaces (tried in a throw-away child).
 
-    Also no when the Python runtime lives under /tmp: a worker's private /tmp would hide it.
     """
-    if any(path.startswith("/tmp/") for path in sys.path):
-        return False
     pid = os.fork()
     if pid == 0:
         try:
