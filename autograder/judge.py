@@ -108,7 +108,11 @@ def run_hidden_tests(submission, hidden_dir=HIDDEN_TESTS):
     plugin = _JudgePlugin(submission)
     # --tb=native: the judge never shows tracebacks, and pytest's own formatting parses source (slow).
     args = [str(hidden_dir), "-c", str(hidden_dir / "pytest.ini"), "--rootdir", str(hidden_dir), "-q", "--tb=native",
-            "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+            "--capture=no", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    # Plugins the judge does not use; some cost a full gc.collect() or log handler churn per test.
+    for unused in ("cacheprovider", "unraisableexception", "threadexception", "logging", "faulthandler",
+                   "junitxml", "pastebin", "doctest", "legacypath", "stepwise", "lfplugin"):
+        args += ["-p", f"no:{unused}"]
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         code = pytest.main(args, plugins=[_Named(plugin)])
