@@ -37,7 +37,7 @@ def _grade(args):
     from .grading import grade_class
 
     grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume,
-                fork=not args.no_fork)
+                fork=not args.no_fork, skip_notebook=args.skip_notebook)
     return 0
 
 
@@ -51,6 +51,13 @@ def _validate(args):
     from .validate import validate
 
     return 0 if validate(sandbox_mode=args.sandbox, jobs=args.jobs) else 1
+
+
+def _gradebook(args):
+    from .final_gradebook import export_gradebook
+
+    print(f"final gradebook: {export_gradebook(args.out_dir)}")
+    return 0
 
 
 def build_parser():
@@ -73,6 +80,7 @@ def build_parser():
     grade.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"),
                        help="auto: bwrap when it works, else none with a loud warning (default auto)")
     grade.add_argument("--resume", action="store_true", help="skip students whose submission and grader are unchanged")
+    grade.add_argument("--skip-notebook", action="store_true", help="grade the code only, not the notebook")
     grade.add_argument("--no-fork", action="store_true",
                        help="start every worker in a sandbox of its own instead of forking it from a warm one "
                             "(slower; automatic where the kernel forbids nested namespaces)")
@@ -81,6 +89,10 @@ def build_parser():
     judge = commands.add_parser("_judge")  # internal: one judge process of 'grade --jobs N'
     judge.add_argument("manifest")
     judge.set_defaults(run=_judge)
+
+    book = commands.add_parser("gradebook", help="export code + notebook (after formgrader) as one gradebook")
+    book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
+    book.set_defaults(run=_gradebook)
 
     val = commands.add_parser("validate", help="grade the reference (full marks) and the stubs (zero)")
     val.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"))

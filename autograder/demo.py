@@ -2,7 +2,9 @@
 
 The class is assembled from the repository: the reference solutions, the
 released stubs, the realistic bugs and the hostile submission that the
-catalogue marks for the demo (``tests/catalogue/*.toml``).
+catalogue marks for the demo (``tests/catalogue/*.toml``), each with a
+Check Your Understanding notebook (answered for the reference, blank for the
+others), graded by nbgrader.
 """
 
 import shutil
@@ -12,6 +14,7 @@ from . import paths
 from .figures import encoding_heatmap
 from .grading import grade_class
 from .mutants import build, copy_package, load_catalogue
+from .notebooks import NOTEBOOK, SOURCE_NOTEBOOK
 
 CATALOGUE = paths.REPO_ROOT / "tests" / "catalogue"
 
@@ -27,6 +30,10 @@ def sample_class(class_dir):
         for mutant in load_catalogue(CATALOGUE / file, kind):
             if mutant.demo:
                 build(mutant, class_dir / f"{kind}-{mutant.id}")
+    # Notebooks: the reference hands in the answered source, everyone else the blank release.
+    for student in class_dir.iterdir():
+        source = SOURCE_NOTEBOOK if student.name == "reference" else paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
+        shutil.copyfile(source, student / NOTEBOOK)
     return sorted(entry.name for entry in class_dir.iterdir())
 
 

@@ -229,8 +229,41 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
             child.wait()
 
 
+def _notebook_stage(tasks, graded, sandbox, out_dir, emit):
+    """Autograde the graded students' notebooks with nbgrader and fold the points into their results."""
+    from . import notebooks
+
+    entries = {}
+    for task in tasks:
+        files, _ = submissions.read_files(task.folder)
+        entries[task.student] = (notebooks.find_notebook(task.folder), notebooks.module_files(files))
+    started = time.monotonic()
+    try:
+        grades = notebooks.autograde(Path(out_dir) / "nbgrader", entries, sandbox)
+    except (KitError, OSError, subprocess.SubprocessError) as error:
+        emit(f"notebook grading failed: {error}")
+        grades = {student: notebooks.NotebookGrade(student, reason=f"notebook grading failed: {error}")
+                  for student in entries}
+    cells = notebooks.source_cells()
+    merged = []
+    for result in graded:
+        grade = grades.get(result.student, notebooks.NotebookGrade(result.student, reason="not graded"))
+        pending = sum(cell.max_score for cell in grade.cells if cell.pending)
+        manual_max = sum(points for points, autograded in cells.values() if not autograded)
+        extra = dict(result.extra, notebook_pending_manual=pending, notebook_manual_max=manual_max,
+                     notebook_id=notebooks.nbgrader_id(result.student))
+        if grade.reason:
+            extra["notebook_reason"] = grade.reason
+        result = replace(result, tests=result.tests + tuple(notebooks.notebook_tests(grade, cells)), extra=extra)
+        records.save(result, result_path(out_dir, result.student))
+        merged.append(result)
+    emit(f"notebooks: {len(entries)} graded by nbgrader in {time.monotonic() - started:.1f} s "
+         f"({(time.monotonic() - started) / max(len(entries), 1):.2f} s each)")
+    return merged
+
+
 def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, emit=print, progress=None,
-                limits=None, fork=True):
+                limits=None, fork=True, skip_notebook=False):
     """The ``grade`` command. Returns the list of SubmissionResults of the whole class."""
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
@@ -243,9 +276,15 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
         emit(f"WARNING: {sandbox.note}")
     grader = submissions.grader_fingerprint()
     tasks, kept = [], []
+    if not skip_notebook:
+        from .notebooks import find_notebook
+
     for student, folder in students:
         files, _ = submissions.read_files(folder)
-        task = Task(student, str(folder), submissions.fingerprint(files, grader))
+        if not skip_notebook:  # the notebook is part of what was graded
+            notebook = find_notebook(folder)
+            files = dict(files, **{"notebook": notebook.read_bytes() if notebook else b"none"})
+        task = Task(student, str(folder), submissions.fingerprint(files, grader + ("" if skip_notebook else "+nb")))
         path = result_path(out_dir, student)
         if resume and path.exists():
             try:
@@ -271,6 +310,8 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
     else:
         _run_parallel(tasks, sandbox, out_dir, jobs, on_done)
     bar.close()
+    if not skip_notebook and tasks:
+        graded = _notebook_stage(tasks, graded, sandbox, out_dir, emit)
     class_results = sorted(kept + graded, key=lambda result: result.student)
     write_reports(class_results, out_dir)
     emit(f"graded {len(graded)} submission(s) in {time.monotonic() - started:.1f} s "

@@ -8,11 +8,14 @@ markers, so one convention serves files and notebooks) becomes::
     # Hint: <the region's ``### HINT:`` lines, if any>
     raise NotImplementedError("<function> is not implemented yet")
 
-Everything outside the regions is copied unchanged. The output is a pure
+Notebooks go through ``nbgrader generate_assignment`` (which strips solution
+regions, hidden tests and written model answers). Everything else is copied
+unchanged. The output is a pure
 function of the input files, so ``release --check`` can regenerate in memory
 and compare with what is committed.
 """
 
+import json
 import re
 import textwrap
 from dataclasses import dataclass
@@ -102,6 +105,24 @@ def strip_solutions(text, name="<text>"):
     return "\n".join(out) + "\n"
 
 
+def notebook_solution_lines(text):
+    """Instructor-only lines of an nbgrader source notebook: solution regions, hidden tests, model answers."""
+    found = []
+    for cell in json.loads(text)["cells"]:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        inside = False
+        for line in source.splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")):
+                inside = True
+            elif stripped.startswith(("### END SOLUTION", "### END HIDDEN TESTS")):
+                inside = False
+            elif stripped and (inside or (meta.get("solution") and cell["cell_type"] == "markdown")):
+                found.append(stripped)
+    return found
+
+
 def solution_lines(text, name="<text>"):
     """The non-blank lines inside solution regions (markers and hints excluded), stripped."""
     lines = text.splitlines()
@@ -130,6 +151,10 @@ def render_release(source):
         data = path.read_bytes()
         if path.suffix == ".py":
             data = strip_solutions(data.decode("utf-8"), str(rel)).encode("utf-8")
+        elif path.suffix == ".ipynb":
+            from .notebooks import release_notebook  # nbgrader's own generate_assignment
+
+            data = release_notebook(path)
         files[rel.as_posix()] = data
     return files
 

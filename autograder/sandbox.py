@@ -88,7 +88,7 @@ def _system_args():
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
-    for name in ("/etc/ld.so.cache", "/etc/localtime"):
+    for name in ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts"):
         if os.path.exists(name):
             args += ["--ro-bind", name, name]
     return args
@@ -118,12 +118,13 @@ def worker_environment(sandbox):
     return env
 
 
-def _bwrap(sandbox, binds, command):
-    """The bwrap command line that runs ``command`` (a list) with the runtime, the worker code and ``binds``."""
+def _bwrap(sandbox, binds, command, network=False, cwd="/tmp"):
+    """The bwrap command line that runs ``command`` (a list) with the runtime, the worker code and ``binds``
+    (read-only ``(source, target)`` pairs). ``network=True`` keeps the host's network namespace."""
     env = worker_environment(sandbox)
     made = {Path("/tmp")}
-    args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--clearenv"]
+    args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--clearenv"] + ([] if network else ["--unshare-net"])
     # The private /tmp first: a runtime that lives under /tmp is bound on top of it, not hidden by it.
     args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
     args += _system_args()
@@ -132,8 +133,8 @@ def _bwrap(sandbox, binds, command):
     args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/grader",
              "--ro-bind", str(WORKER_DIR), "/opt/grader/worker"]
     for source, target in binds:
-        args += ["--ro-bind", str(source), target]
-    args += ["--proc", "/proc", "--dev", "/dev"] + _gpu_args() + ["--chdir", "/tmp"]
+        args += _parents_args(Path(target), made) + ["--ro-bind", str(source), str(target)]
+    args += ["--proc", "/proc", "--dev", "/dev"] + _gpu_args() + ["--chdir", str(cwd)]
     for key, value in env.items():
         args += ["--setenv", key, value]
     args += ["--setenv", "PYTHONPATH", "/opt/grader"]
@@ -161,6 +162,15 @@ def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir):
     if sandbox.mode == "none":
         return _unsandboxed(sandbox, python + [str(submission_dir)], scratch_dir)
     return _bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"]), {}, str(scratch_dir)
+
+
+def kernel_command(sandbox, notebook_dir, connection_file, command):
+    """The bwrap command line for a notebook kernel: its notebook folder and connection file, read-only.
+
+    The kernel keeps the host's network namespace: its channels to nbgrader are TCP sockets on localhost.
+    """
+    binds = [(notebook_dir, notebook_dir), (connection_file, connection_file)]
+    return _bwrap(sandbox, binds, command, network=True, cwd=notebook_dir)
 
 
 def zygote_command(sandbox, control_fd, scratch_dir):

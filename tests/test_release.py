@@ -1,12 +1,14 @@
 """The student release is generated from solutions/, committed, and leaks no solution line."""
 
 import ast
+import json
 
 import pytest
 
 from autograder import paths
 from autograder.errors import KitError
-from autograder.release import diff_release, find_regions, render_release, solution_lines, strip_solutions, write_release
+from autograder.release import (diff_release, find_regions, notebook_solution_lines, render_release, solution_lines,
+                                strip_solutions, write_release)
 
 SOURCE = '''\
 class Model:
@@ -91,22 +93,29 @@ def test_no_solution_line_appears_anywhere_in_assignments():
     for path in sorted((paths.SOLUTIONS_DIR / "mha_pe").rglob("*.py")):
         for line in solution_lines(path.read_text(), str(path)):
             leaked_from.setdefault(line, path.name)
+    for path in sorted((paths.SOLUTIONS_DIR / "mha_pe").rglob("*.ipynb")):
+        for line in notebook_solution_lines(path.read_text()):
+            leaked_from.setdefault(line, path.name)
     assert len(leaked_from) > 30, "the solutions should have substantial regions to protect"
     for path in sorted(paths.ASSIGNMENTS_DIR.rglob("*")):
         if not path.is_file() or "__pycache__" in path.parts:
             continue
         text = path.read_text(errors="replace")
+        if path.suffix == ".ipynb":  # compare with the cells' text, not the JSON escaping of it
+            text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
         lines = {line.strip() for line in text.splitlines()}
         for line, origin in leaked_from.items():
             leaked = line in lines or (len(line) >= 20 and line in text)
             assert not leaked, f"solution line from {origin} appears in {path}: {line!r}"
 
 
-def test_release_contains_only_the_package_and_its_public_tests():
-    released = sorted(p.relative_to(paths.ASSIGNMENTS_DIR).as_posix() for p in paths.ASSIGNMENTS_DIR.rglob("*.py"))
+def test_release_contains_only_the_package_its_public_tests_and_the_notebook():
+    released = sorted(p.relative_to(paths.ASSIGNMENTS_DIR).as_posix() for p in paths.ASSIGNMENTS_DIR.rglob("*")
+                      if p.is_file() and "__pycache__" not in p.parts)
     assert released == [
         "mha_pe/__init__.py",
         "mha_pe/attention.py",
+        "mha_pe/check_your_understanding.ipynb",
         "mha_pe/heads.py",
         "mha_pe/positional_encoding.py",
         "mha_pe/tests/conftest.py",

@@ -39,6 +39,14 @@ def render(result):
         lines.append("")
     if hidden:
         lines += [f"Your score includes {len(hidden)} further checks whose details are not shown.", ""]
+    if "notebook_manual_max" in result.extra:
+        lines += ["## Written answers", ""]
+        if result.extra.get("notebook_reason"):
+            lines.append(f"Notebook: {result.extra['notebook_reason']}.")
+        pending = result.extra.get("notebook_pending_manual", 0)
+        lines.append(f"Your written answers ({result.extra['notebook_manual_max']:g} points) are graded by your "
+                     f"instructor; {pending:g} of those points are still to be graded.")
+        lines.append("")
     return "\n".join(lines)
 
 

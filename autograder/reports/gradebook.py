@@ -18,13 +18,18 @@ def groups_of(results):
 
 def write(results, out_dir):
     groups = groups_of(results)
+    # Written notebook answers wait for formgrader; say how many points are still open.
+    pending = any("notebook_pending_manual" in result.extra for result in results)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["student", "score", "max_score", *groups])
+    writer.writerow(["student", "score", "max_score", *groups] + (["notebook_pending_manual"] if pending else []))
     for result in results:
         scores = result.group_scores()
-        writer.writerow([result.student, f"{result.score:g}", f"{result.max_score:g}",
-                         *(f"{scores[group][0]:g}" if group in scores else "" for group in groups)])
+        row = [result.student, f"{result.score:g}", f"{result.max_score:g}",
+               *(f"{scores[group][0]:g}" if group in scores else "" for group in groups)]
+        if pending:
+            row.append(f"{result.extra.get('notebook_pending_manual', 0):g}")
+        writer.writerow(row)
     path = Path(out_dir) / "gradebook.csv"
     write_atomic(path, buffer.getvalue())
     return [path]

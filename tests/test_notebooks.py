@@ -1,0 +1,161 @@
+"""The Check Your Understanding notebook through the real nbgrader: release, autograde, manual grades, export."""
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from autograder import notebooks, paths
+from autograder.final_gradebook import export_gradebook
+from autograder.grading import grade_class, result_path
+from autograder.mutants import copy_package
+from autograder.results import load
+
+RELEASED = paths.ASSIGNMENTS_DIR / "mha_pe" / notebooks.NOTEBOOK
+SOLVED_CODE = {
+    "understand_code": "raw_share = 1000 / 1001\nlargest_wave_value = 1.0\nprint(raw_share, largest_wave_value)\n",
+    "apply_code": "def head_dim(d_model, num_heads):\n    return d_model // num_heads\n\n\nanswer = head_dim(64, 8)\n",
+}
+
+
+def student_notebook(path, answered=True, drop=()):
+    """The released notebook as a student would hand it in: code answered, written answers typed, cells dropped."""
+    notebook = json.loads(RELEASED.read_text())
+    kept = []
+    for cell in notebook["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id in drop:
+            continue
+        if answered and grade_id in SOLVED_CODE:
+            cell["source"] = SOLVED_CODE[grade_id]
+        elif answered and cell["cell_type"] == "markdown" and cell["metadata"].get("nbgrader", {}).get("solution"):
+            cell["source"] = "Permuting the input permutes the output; attention cannot see order."
+        kept.append(cell)
+    notebook["cells"] = kept
+    path.write_text(json.dumps(notebook))
+    return path
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("notebooks")
+    class_dir = root / "class"
+    for student in ("correct", "blank", "deleted-test-cell", "no-notebook"):
+        copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / student)
+    student_notebook(class_dir / "correct" / notebooks.NOTEBOOK)
+    shutil.copyfile(RELEASED, class_dir / "blank" / notebooks.NOTEBOOK)
+    student_notebook(class_dir / "deleted-test-cell" / notebooks.NOTEBOOK, drop=("apply_test",))
+    out = root / "out"
+    results = grade_class(class_dir, out, jobs=2, emit=lambda line: None)
+    return {result.student: result for result in results}, out, class_dir
+
+
+def notebook_points(result):
+    tests = [test for test in result.tests if test.group == "notebook"]
+    return sum(test.score for test in tests), sum(test.max_score for test in tests)
+
+
+def test_the_release_is_nbgraders_and_keeps_nothing_instructor_only():
+    text = RELEASED.read_text()
+    for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "Model answer", "Rubric", "head_dim(512, 8)"):
+        assert secret not in text
+    cells = json.loads(text)["cells"]
+    assert all(cell["metadata"]["nbgrader"]["schema_version"] == 3 for cell in cells)
+    assert sum(1 for cell in cells if cell["metadata"]["nbgrader"].get("checksum")) >= 7, "nbgrader checksums"
+
+
+def test_the_analyze_rubric_keeps_the_lessons_correction():
+    source = json.loads(notebooks.SOURCE_NOTEBOOK.read_text())
+    analyze = next(c for c in source["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "a_analyze")
+    text = " ".join("".join(analyze["source"]).split())
+    assert "raw slice" in text and "learned projection of the whole embedding" in text
+
+
+def test_a_correct_notebook_gets_every_autograded_point(graded):
+    result = graded[0]["correct"]
+    score, top = notebook_points(result)
+    assert score == top == 3
+    assert result.extra["notebook_pending_manual"] == 13, "written answers wait for the instructor"
+
+
+def test_a_blank_notebook_gets_zero_with_written_answers_pending(graded):
+    result = graded[0]["blank"]
+    assert notebook_points(result) == (0, 3)
+    assert result.extra["notebook_pending_manual"] == 13
+
+
+def test_a_deleted_test_cell_is_restored_and_graded(graded):
+    result = graded[0]["deleted-test-cell"]
+    apply = next(test for test in result.tests if test.id == "notebook::apply_test")
+    assert apply.score == apply.max_score == 2
+
+
+def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
+    result = graded[0]["no-notebook"]
+    assert notebook_points(result) == (0, 3)
+    assert "no check_your_understanding.ipynb" in result.extra["notebook_reason"]
+    assert result.score == result.max_score - 3, "the code keeps its points"
+
+
+def test_the_gradebook_lists_pending_manual_points(graded):
+    _, out, _ = graded
+    with open(out / "gradebook.csv", newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert rows["correct"]["notebook"] == "3" and rows["correct"]["notebook_pending_manual"] == "13"
+    assert rows["no-notebook"]["notebook_pending_manual"] == "0"
+
+
+def test_feedback_shows_no_hidden_test_code(graded):
+    _, out, _ = graded
+    for path in (out / "feedback").glob("*.md"):
+        text = path.read_text()
+        assert "head_dim(512" not in text and "HIDDEN" not in text and "assert " not in text
+
+
+def test_manual_grades_from_formgrader_reach_the_final_gradebook(graded):
+    from nbgrader.api import Gradebook
+
+    results, out, _ = graded
+    db = f"sqlite:///{out / 'nbgrader' / 'gradebook.db'}"
+    with Gradebook(db) as gradebook:  # what an instructor does in formgrader, one written answer at a time
+        notebook = gradebook.find_submission_notebook("check_your_understanding", "mha_pe",
+                                                      results["correct"].extra["notebook_id"])
+        for grade in notebook.grades:
+            if grade.cell.cell_type == "markdown":
+                grade.manual_score = grade.max_score
+        gradebook.db.commit()
+    with open(export_gradebook(out), newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    correct = rows["correct"]
+    assert (correct["code"], correct["notebook_auto"], correct["notebook_manual"]) == ("111", "3", "13")
+    assert correct["total"] == correct["max_total"] == "127" and correct["notebook_pending_manual"] == "0"
+    assert rows["blank"]["notebook_pending_manual"] == "13" and rows["blank"]["total"] == "111"
+    assert "no check_your_understanding.ipynb" in rows["no-notebook"]["notebook_note"]
+
+
+def test_skip_notebook_grades_the_code_alone(graded, tmp_path):
+    _, _, class_dir = graded
+    out = tmp_path / "out"
+    results = grade_class(class_dir, out, jobs=2, skip_notebook=True, emit=lambda line: None)
+    assert all(test.group != "notebook" for result in results for test in result.tests)
+    assert not (out / "nbgrader").exists()
+    assert "notebook" not in (out / "gradebook.csv").read_text().splitlines()[0]
+    assert load(result_path(out, "correct")).score == 111
+
+
+def test_the_repositorys_nbgrader_config_never_releases_solution_files(tmp_path):
+    course = tmp_path / "course"
+    shutil.copytree(paths.SOLUTIONS_DIR, course / "solutions")
+    shutil.copyfile(paths.REPO_ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    notebooks.run_nbgrader(["generate_assignment", "mha_pe", "--force"], course)
+    released = sorted(path.name for path in (course / "assignments" / "mha_pe").rglob("*") if path.is_file())
+    assert released == [notebooks.NOTEBOOK]
+
+
+def test_nbgrader_runs_from_this_environment():
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "--version"], capture_output=True, text=True,
+                          env=notebooks._environment())
+    assert done.returncode == 0 and "0.9.6" in done.stdout + done.stderr
