@@ -140,7 +140,6 @@ def autograde(course_dir, submissions, sandbox, timeout=60):
     from dataclasses import asdict
 
     course = _write_course(course_dir, timeout)
-    run_nbgrader(["generate_assignment", paths.ASSIGNMENT_ID, "--force"], course)
     grades, ids = {}, {}
     for student, (notebook, files) in submissions.items():
         if notebook is None:
@@ -158,6 +157,7 @@ def autograde(course_dir, submissions, sandbox, timeout=60):
             (target / f"{module}.py").write_bytes(data)
         os.chmod(course / "submitted" / nbid, 0o755)
     if ids:
+        run_nbgrader(["generate_assignment", paths.ASSIGNMENT_ID, "--force"], course)  # the cells to grade, in the db
         kernels = _kernel_spec(course, sandbox.mode, json.dumps(asdict(sandbox.limits)))
         run_nbgrader(["autograde", paths.ASSIGNMENT_ID, "--create", "--force"], course,
                      timeout=max(600, 30 * len(ids) * timeout),
