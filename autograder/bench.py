@@ -102,7 +102,7 @@ def grading_seconds(class_dir, jobs, sandbox="auto"):
     with tempfile.TemporaryDirectory(prefix="mha-pe-bench-out-") as out:
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "autograder", "grade", str(class_dir), "--out", out, "--jobs", str(jobs),
-                        "--sandbox", sandbox], check=True, cwd=paths.REPO_ROOT, stdout=subprocess.DEVNULL,
+                        "--sandbox", sandbox, "--skip-notebook"], check=True, cwd=paths.REPO_ROOT, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
         return time.perf_counter() - start
 

@@ -79,7 +79,8 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, catalogue=CATALOGUE):
         for mutant in [*bugs.values(), *variants.values()]:
             build(mutant, class_dir / mutant.id)
         results = {result.student: result for result in grade_class(class_dir, Path(tmp) / "out", jobs=jobs,
-                                                                      sandbox_mode=sandbox_mode, emit=lambda line: None)}
+                                                                      sandbox_mode=sandbox_mode, emit=lambda line: None,
+                                                                      skip_notebook=True)}
     verdicts = assess(results, bugs, variants)
     emit(f"{'submission':<34} {'kind':<9} {'score':>9}  verdict")
     for verdict in verdicts:

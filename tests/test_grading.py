@@ -51,7 +51,8 @@ def graded(tmp_path_factory):
     for student in ODD_IDS:
         copy_package(REFERENCE, class_dir / student)
     out = root / "out"
-    results = grade_class(class_dir, out, jobs=2, limits=Limits(call_seconds=4.0), emit=lambda line: None)
+    results = grade_class(class_dir, out, jobs=2, limits=Limits(call_seconds=4.0), emit=lambda line: None,
+                          skip_notebook=True)
     return {result.student: result for result in results}, out, class_dir
 
 
@@ -178,15 +179,15 @@ def test_resume_skips_unchanged_students_and_regrades_changed_ones(graded, tmp_p
     copy_package(REFERENCE, class_dir / "alice")
     copy_package(paths.ASSIGNMENTS_DIR / "mha_pe", class_dir / "bob")
     out = tmp_path / "out"
-    grade_class(class_dir, out, jobs=2, emit=lambda line: None)
+    grade_class(class_dir, out, jobs=2, emit=lambda line: None, skip_notebook=True)
     first = {path.name: path.read_bytes() for path in (out / "results").iterdir()}
     lines = []
-    grade_class(class_dir, out, jobs=2, resume=True, emit=lines.append)
+    grade_class(class_dir, out, jobs=2, resume=True, emit=lines.append, skip_notebook=True)
     assert any("2 student(s) unchanged" in line for line in lines)
     assert {path.name: path.read_bytes() for path in (out / "results").iterdir()} == first, "idempotent"
     copy_package(REFERENCE, class_dir / "bob")
     lines = []
-    results = grade_class(class_dir, out, jobs=2, resume=True, emit=lines.append)
+    results = grade_class(class_dir, out, jobs=2, resume=True, emit=lines.append, skip_notebook=True)
     assert any("1 student(s) unchanged" in line for line in lines)
     assert {result.student: result.score == result.max_score for result in results} == {"alice": True, "bob": True}
 
@@ -212,7 +213,7 @@ def test_single_job_through_the_cli_and_the_sandbox_flag(tmp_path):
     class_dir = tmp_path / "class"
     copy_package(REFERENCE, class_dir / "alice")
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(class_dir), "--out", str(tmp_path / "out"),
-                           "--sandbox", "none"], capture_output=True, text=True, cwd=paths.REPO_ROOT)
+                           "--sandbox", "none", "--skip-notebook"], capture_output=True, text=True, cwd=paths.REPO_ROOT)
     assert done.returncode == 0, done.stderr
     assert "SANDBOX OFF" in done.stdout or "sandbox off" in done.stdout
     result = load(result_path(tmp_path / "out", "alice"))
