@@ -133,7 +133,29 @@ def grading_throughput(class_size, emit, sandbox="auto"):
     return {"grading_ratio_jobs1": results[1], "grading_ratio_jobs2": results[2], "grading_speedup": speedup}
 
 
-def run_bench(repeats=5, emit=print, class_size=12):
+def notebook_stage(count, emit, sandbox_mode="auto"):
+    """Seconds per notebook: this kit's notebook stage (kernels in the sandbox) and nbgrader's own autograde."""
+    from .notebooks import SOURCE_NOTEBOOK, autograde
+    from .sandbox import choose_sandbox
+    from .submission import read_files
+
+    sandbox = choose_sandbox(sandbox_mode)
+    files, _ = read_files(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID)
+    entries = {f"student-{index:03d}": (SOURCE_NOTEBOOK, files) for index in range(count)}
+    seconds = {}
+    for label, sandboxed in (("nbgrader's own autograde", False), ("this kit's notebook stage", True)):
+        with tempfile.TemporaryDirectory(prefix="mha-pe-bench-nb-") as course:
+            start = time.perf_counter()
+            autograde(Path(course) / "course", entries, sandbox, sandboxed_kernel=sandboxed)
+            seconds[label] = (time.perf_counter() - start) / count
+    for label, per in seconds.items():
+        emit(f"notebooks, {label}: {per:.2f} s per notebook ({count} notebooks, kernel start included)")
+    ratio = seconds["this kit's notebook stage"] / seconds["nbgrader's own autograde"]
+    emit(f"notebook stage / nbgrader's own: {ratio:.2f}x (goal: no slower, about 1.0)")
+    return {"notebook_seconds": seconds["this kit's notebook stage"], "notebook_ratio": ratio}
+
+
+def run_bench(repeats=5, emit=print, class_size=32, notebooks=4):
     """Print every ratio with its goal; return them as a dict for callers that want numbers."""
     reference = load_reference()
     emit(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {repeats}")
@@ -154,4 +176,6 @@ def run_bench(repeats=5, emit=print, class_size=12):
         results[f"attention_ratio_{label.replace(' ', '_')}"] = ratio
     if class_size:
         results.update(grading_throughput(class_size, emit))
+    if notebooks:
+        results.update(notebook_stage(notebooks, emit))
     return results

@@ -130,6 +130,12 @@ def grade_prepared(prepared, sandbox):
         shutil.rmtree(prepared.scratch, ignore_errors=True)
 
 
+def needs_retry(result):
+    """Whether grading broke on the grader's side (no worker could start, the judge raised)."""
+    return any(note.startswith(("grading failed", "grader problem", "no worker could be started"))
+               for note in result.notes)
+
+
 def judge_loop(tasks, sandbox, out_dir, done):
     """Grade ``tasks`` (an iterator) in this process, writing each result; call ``done(result)`` after each.
 
@@ -150,6 +156,9 @@ def judge_loop(tasks, sandbox, out_dir, done):
                 task = next(tasks, None)
                 following = prepare(task, factory, scratch_root) if task else None
                 result = grade_prepared(current, sandbox)
+                if needs_retry(result):  # the grader's side broke, not the student's code: once more
+                    retried = grade_prepared(prepare(current.task, factory, scratch_root), sandbox)
+                    result = replace(retried, notes=retried.notes + ("graded a second time after a grader failure",))
                 if factory.note and factory.note not in result.notes:
                     result = replace(result, notes=result.notes + (factory.note,))
                 records.save(result, result_path(out_dir, current.task.student))
@@ -178,7 +187,10 @@ def judge_main(manifest_path):
 
 
 def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
-    """Feed tasks to ``jobs`` judge processes, one outstanding task each; collect their reports."""
+    """Feed tasks to ``jobs`` judge processes, two outstanding each; collect their reports.
+
+    A judge that dies has its students graded once more by a fresh judge, then failed with the reason.
+    """
     with tempfile.TemporaryDirectory(prefix="mha-pe-grade-") as tmp:
         manifest = Path(tmp) / "manifest.json"
         manifest.write_text(json.dumps({"mode": sandbox.mode, "note": sandbox.note, "out_dir": str(out_dir),
@@ -186,37 +198,48 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
                                         "fork": sandbox.fork}))
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
         pending = list(tasks)
-        children, selector = [], selectors.DefaultSelector()
-        for _ in range(min(jobs, len(pending))):
+        children, selector, assigned, attempts = [], selectors.DefaultSelector(), {}, {}
+
+        def start_child():
             child = subprocess.Popen([sys.executable, "-m", "autograder", "_judge", str(manifest)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
             children.append(child)
+            assigned[child] = []
             selector.register(child.stdout, selectors.EVENT_READ, child)
-        assigned = {child: [] for child in children}
+            feed(child)  # two each: the one being graded and the one warming up
+            feed(child)
 
         def feed(child):
             if pending:
                 task = pending.pop(0)
                 assigned[child].append(task)
-                child.stdin.write(json.dumps(task.to_json()) + "\n")
-                child.stdin.flush()
+                try:
+                    child.stdin.write(json.dumps(task.to_json()) + "\n")
+                    child.stdin.flush()
+                except BrokenPipeError:  # it died; its end-of-output handling requeues the task
+                    pass
             else:
                 child.stdin.close()
 
-        for child in children:  # two each: the one being graded and the one warming up
-            feed(child)
-            feed(child)
+        for _ in range(min(jobs, len(pending))):
+            start_child()
         while selector.get_map():
             for key, _ in selector.select():
                 child = key.data
                 line = child.stdout.readline()
-                if not line:  # the judge process ended: whatever it still held failed
+                if not line:  # the judge process ended: retry what it held once, on a fresh judge
                     selector.unregister(child.stdout)
                     for task in assigned[child]:
-                        result = failed_result(task, sandbox, "the judge process stopped unexpectedly")
-                        records.save(result, result_path(out_dir, task.student))
-                        on_done(result)
+                        attempts[task.student] = attempts.get(task.student, 0) + 1
+                        if attempts[task.student] < 2:
+                            pending.insert(0, task)
+                        else:
+                            result = failed_result(task, sandbox, "the judge process stopped unexpectedly, twice")
+                            records.save(result, result_path(out_dir, task.student))
+                            on_done(result)
                     assigned[child] = []
+                    if pending:
+                        start_child()
                     continue
                 message = json.loads(line)
                 finished = [task for task in assigned[child] if task.student == message.get("done")]

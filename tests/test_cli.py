@@ -50,8 +50,9 @@ def test_benchmark_baseline_is_the_same_encoding(reference):
 
 def test_benchmark_reports_every_ratio_with_its_goal():
     lines = []
-    results = run_bench(repeats=1, emit=lines.append, class_size=2)
+    results = run_bench(repeats=1, emit=lines.append, class_size=2, notebooks=1)
     assert set(results) == {"encoding_speedup", "attention_ratio_output_only", "attention_ratio_weights_returned",
-                            "grading_ratio_jobs1", "grading_ratio_jobs2", "grading_speedup"}
+                            "grading_ratio_jobs1", "grading_ratio_jobs2", "grading_speedup", "notebook_seconds",
+                            "notebook_ratio"}
     assert all(value > 0 for value in results.values())
-    assert sum("goal" in line for line in lines) == 5
+    assert sum("goal" in line for line in lines) == 6

@@ -219,3 +219,26 @@ def test_single_job_through_the_cli_and_the_sandbox_flag(tmp_path):
     result = load(result_path(tmp_path / "out", "alice"))
     assert result.score == result.max_score
     assert result.sandbox == "none" and any("without isolation" in note for note in result.notes)
+
+
+def test_a_grader_side_failure_is_retried_once(tmp_path, monkeypatch):
+    from autograder import grading
+    from autograder.sandbox import choose_sandbox
+
+    calls = []
+    real = grading.grade_prepared
+
+    def flaky(prepared, sandbox):
+        calls.append(prepared.task.student)
+        if len(calls) == 1:
+            return grading.failed_result(prepared.task, sandbox, "the zygote vanished")
+        return real(prepared, sandbox)
+
+    monkeypatch.setattr(grading, "grade_prepared", flaky)
+    copy_package(REFERENCE, tmp_path / "class" / "alice")
+    done = []
+    task = grading.Task("alice", str(tmp_path / "class" / "alice"), "fp")
+    grading.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append)
+    assert calls == ["alice", "alice"]
+    assert done[0].score == done[0].max_score and "graded a second time" in done[0].notes[-1]
+    assert grading.needs_retry(grading.failed_result(task, choose_sandbox("auto"), "x"))
