@@ -14,6 +14,12 @@ from .errors import KitError
 def _release(args):
     from .release import release
 
+    if args.to:
+        from .classroom import write_template
+
+        files = write_template(args.to)
+        print(f"template repository with {len(files)} files written to {args.to}")
+        return 0
     ok, lines = release(paths.SOLUTIONS_DIR, paths.ASSIGNMENTS_DIR, paths.ASSIGNMENT_ID, check=args.check)
     for line in lines:
         print(line)
@@ -36,8 +42,11 @@ def _demo(args):
 def _grade(args):
     from .grading import grade_class
 
+    from .grading import parse_shard
+
+    shard = parse_shard(args.shard) if args.shard else None
     grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume,
-                fork=not args.no_fork, skip_notebook=args.skip_notebook)
+                fork=not args.no_fork, skip_notebook=args.skip_notebook, shard=shard)
     return 0
 
 
@@ -53,6 +62,42 @@ def _validate(args):
     return 0 if validate(sandbox_mode=args.sandbox, jobs=args.jobs) else 1
 
 
+def _gradescope(args):
+    from .gradescope import build_package
+
+    print(f"Gradescope autograder written to {build_package(args.to)}")
+    return 0
+
+
+def _gradescope_run(args):
+    from .gradescope import run
+
+    run(args.root)
+    return 0
+
+
+def _rubric(args):
+    from .rubric_page import write_rubric
+
+    print(f"rubric written to {write_rubric(args.to)}")
+    return 0
+
+
+def _figures(args):
+    from .figures import lesson_figures
+
+    for path in lesson_figures(args.to):
+        print(f"wrote {path}")
+    return 0
+
+
+def _merge(args):
+    from .merge import merge
+
+    merge(args.shards, args.out)
+    return 0
+
+
 def _gradebook(args):
     from .final_gradebook import export_gradebook
 
@@ -66,6 +111,7 @@ def build_parser():
 
     rel = commands.add_parser("release", help="regenerate assignments/ from solutions/")
     rel.add_argument("--check", action="store_true", help="only verify that assignments/ is up to date")
+    rel.add_argument("--to", metavar="DIR", help="write a GitHub Classroom template repository into DIR instead")
     rel.set_defaults(run=_release)
 
     bench = commands.add_parser("bench", help="print speed ratios measured side by side")
@@ -82,6 +128,7 @@ def build_parser():
                        help="auto: bwrap when it works, else none with a loud warning (default auto)")
     grade.add_argument("--resume", action="store_true", help="skip students whose submission and grader are unchanged")
     grade.add_argument("--skip-notebook", action="store_true", help="grade the code only, not the notebook")
+    grade.add_argument("--shard", metavar="I/N", help="grade only shard I of N (a stable share of the class)")
     grade.add_argument("--no-fork", action="store_true",
                        help="start every worker in a sandbox of its own instead of forking it from a warm one "
                             "(slower; automatic where the kernel forbids nested namespaces)")
@@ -90,6 +137,27 @@ def build_parser():
     judge = commands.add_parser("_judge")  # internal: one judge process of 'grade --jobs N'
     judge.add_argument("manifest")
     judge.set_defaults(run=_judge)
+
+    mrg = commands.add_parser("merge", help="combine the outputs of 'grade --shard I/N' runs")
+    mrg.add_argument("shards", nargs="+", metavar="OUT_I", help="the shards' --out folders")
+    mrg.add_argument("--out", required=True, metavar="OUT_DIR")
+    mrg.set_defaults(run=_merge)
+
+    gs = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
+    gs.add_argument("--to", required=True, metavar="ZIP")
+    gs.set_defaults(run=_gradescope)
+
+    gsr = commands.add_parser("gradescope-run", help="(inside Gradescope) grade ROOT/submission")
+    gsr.add_argument("--root", default="/autograder")
+    gsr.set_defaults(run=_gradescope_run)
+
+    rub = commands.add_parser("rubric", help="write the rubric page from the hidden tests (names, points, no code)")
+    rub.add_argument("--to", default=str(paths.REPO_ROOT / "docs" / "rubric.md"))
+    rub.set_defaults(run=_rubric)
+
+    fig = commands.add_parser("figures", help="draw the guides' figures from the reference solutions")
+    fig.add_argument("--to", default=str(paths.REPO_ROOT / "docs" / "figures"))
+    fig.set_defaults(run=_figures)
 
     book = commands.add_parser("gradebook", help="export code + notebook (after formgrader) as one gradebook")
     book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")

@@ -60,3 +60,43 @@ def pass_rate_chart(rates, path):
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def attention_maps(weights, tokens, path, title="Attention of each head"):
+    """One heatmap per head of a ``(heads, seq, seq)`` weight tensor, rows = queries, columns = keys."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    heads = weights.shape[0]
+    fig, axes = plt.subplots(1, heads, figsize=(3.2 * heads, 3.4), dpi=110, squeeze=False)
+    for head, ax in enumerate(axes[0]):
+        ax.imshow(weights[head], cmap="viridis", vmin=0, vmax=1)
+        ax.set_title(f"head {head}")
+        ax.set_xticks(range(len(tokens)), tokens, rotation=60, fontsize=7)
+        ax.set_yticks(range(len(tokens)), tokens if head == 0 else [""] * len(tokens), fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def lesson_figures(folder):
+    """The guides' figures, drawn with the reference solutions: the encoding heatmap and per-head attention."""
+    import torch
+
+    from .reference import load_reference
+
+    reference = load_reference()
+    folder = Path(folder)
+    heatmap = encoding_heatmap(reference.get_positional_encoding(50, 128).numpy(), folder / "positional_encoding.png",
+                               title="Positional encoding of 50 positions, d_model = 128")
+    torch.manual_seed(0)
+    tokens = ["the", "charge", "exceeded", "the", "refund"]
+    d_model = 16
+    embeddings = torch.randn(len(tokens), d_model)
+    x = reference.PositionalEncoding(d_model, max_seq_len=16)(embeddings[None])
+    with torch.no_grad():
+        _, weights = reference.MultiHeadAttention(d_model, 4)(x, return_weights=True)
+    maps = attention_maps(weights[0].numpy(), tokens, folder / "attention_heads.png",
+                          title="Four heads of an untrained MultiHeadAttention(16, 4), with positional encoding")
+    return [heatmap, maps]

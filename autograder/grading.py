@@ -10,6 +10,7 @@ autograder _judge``) fed one student at a time over a pipe (JSON lines), so
 a slow submission never holds up the others.
 """
 
+import hashlib
 import json
 import os
 import selectors
@@ -31,6 +32,7 @@ from .sandbox import Limits, Sandbox, choose_sandbox
 from .workers import WorkerFactory
 
 RESULTS = "results"
+SHARD_FILE = "shard.json"
 # Folders a class directory may hold that are not students (version control, editors, caches).
 NOT_STUDENTS = {".git", ".github", ".ipynb_checkpoints", "__pycache__", ".hypothesis", ".pytest_cache", ".venv"}
 
@@ -285,12 +287,31 @@ def _notebook_stage(tasks, graded, sandbox, out_dir, emit):
     return merged
 
 
+def parse_shard(text):
+    """``"I/N"`` -> ``(I, N)`` with 1 <= I <= N; KitError otherwise."""
+    try:
+        index, count = (int(part) for part in str(text).split("/"))
+    except ValueError:
+        raise KitError(f"--shard must look like I/N (for example 2/4), got {text!r}") from None
+    if not 1 <= index <= count:
+        raise KitError(f"--shard {text}: I must be between 1 and N")
+    return index, count
+
+
+def in_shard(student, shard):
+    """Whether ``student`` belongs to shard ``(I, N)``: a stable hash of the id, the same on every machine."""
+    index, count = shard
+    return int(hashlib.sha256(student.encode("utf-8")).hexdigest(), 16) % count == index - 1
+
+
 def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, emit=print, progress=None,
-                limits=None, fork=True, skip_notebook=False):
-    """The ``grade`` command. Returns the list of SubmissionResults of the whole class."""
+                limits=None, fork=True, skip_notebook=False, shard=None):
+    """The ``grade`` command. Returns the list of SubmissionResults of the whole class (or of its shard)."""
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
     students = discover(class_dir, out_dir)
+    if shard is not None:
+        students = [(student, folder) for student, folder in students if in_shard(student, shard)]
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise KitError(f"--out is not a folder: {out_dir}")
@@ -336,6 +357,9 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
     if not skip_notebook and tasks:
         graded = _notebook_stage(tasks, graded, sandbox, out_dir, emit)
     class_results = sorted(kept + graded, key=lambda result: result.student)
+    if shard is not None:  # what `merge` needs to check that the shards fit together
+        records.write_atomic(out_dir / SHARD_FILE, json.dumps({"shard": shard[0], "of": shard[1],
+                                                                "students": [r.student for r in class_results]}))
     write_reports(class_results, out_dir)
     emit(f"graded {len(graded)} submission(s) in {time.monotonic() - started:.1f} s "
          f"(sandbox: {sandbox.mode}); results in {out_dir}")

@@ -103,9 +103,7 @@ def _result_for(entry, outcome):
     return TestResult(name, group, 0, points, "failed", output, visibility, test_id)
 
 
-def run_hidden_tests(submission, hidden_dir=HIDDEN_TESTS):
-    """Run every hidden test against ``submission``; return ``(tests, problems)``."""
-    plugin = _JudgePlugin(submission)
+def _pytest_args(hidden_dir):
     # --tb=native: the judge never shows tracebacks, and pytest's own formatting parses source (slow).
     args = [str(hidden_dir), "-c", str(hidden_dir / "pytest.ini"), "--rootdir", str(hidden_dir), "-q", "--tb=native",
             "--capture=no", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
@@ -113,6 +111,23 @@ def run_hidden_tests(submission, hidden_dir=HIDDEN_TESTS):
     for unused in ("cacheprovider", "unraisableexception", "threadexception", "logging", "faulthandler",
                    "junitxml", "pastebin", "doctest", "legacypath", "stepwise", "lfplugin"):
         args += ["-p", f"no:{unused}"]
+    return args
+
+
+def collect_rubric(hidden_dir=HIDDEN_TESTS):
+    """The rubric entries of every hidden test, in order, without running any of them."""
+    plugin = _JudgePlugin(None)
+    with contextlib.redirect_stdout(io.StringIO()):
+        pytest.main(_pytest_args(hidden_dir) + ["--collect-only"], plugins=[_Named(plugin)])
+    if plugin.problems:
+        raise ValueError("; ".join(plugin.problems))
+    return list(plugin.entries.values())
+
+
+def run_hidden_tests(submission, hidden_dir=HIDDEN_TESTS):
+    """Run every hidden test against ``submission``; return ``(tests, problems)``."""
+    plugin = _JudgePlugin(submission)
+    args = _pytest_args(hidden_dir)
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         code = pytest.main(args, plugins=[_Named(plugin)])

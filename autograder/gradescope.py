@@ -1,0 +1,77 @@
+"""Gradescope: ``python -m autograder gradescope --to autograder.zip`` and the ``run_autograder`` inside it.
+
+The zip holds this kit (engine, hidden tests, reference, release), ``setup.sh``
+(pinned environment and bubblewrap) and ``run_autograder``, which grades
+``/autograder/submission`` with the same sandboxed judge as ``grade`` and
+writes ``/autograder/results/results.json`` (the same result record, with a
+visibility per test). ``AUTOGRADER_ROOT`` and ``AUTOGRADER_PYTHON`` let the
+kit's tests run it against a simulated tree.
+"""
+
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+from . import paths
+from .errors import KitError
+from .grading import grade_class
+from .results import save
+
+KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
+SETUP = """\
+#!/usr/bin/env bash
+# Gradescope runs this once, when the autograder image is built (choose the Ubuntu 24.04 base image).
+set -euo pipefail
+apt-get update
+DEBIAN_FRONTEND=noninteractive apt-get install -y bubblewrap python3 python3-venv python3-pip
+cd /autograder/source
+python3 -m venv .venv
+.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+.venv/bin/python -m pip install -e .
+"""
+RUN = """\
+#!/usr/bin/env bash
+# Gradescope runs this for every submission: the kit's sandboxed judge grades /autograder/submission.
+set -euo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+PYTHON="${AUTOGRADER_PYTHON:-$ROOT/source/.venv/bin/python}"
+cd "$ROOT/source"
+exec "$PYTHON" -m autograder gradescope-run --root "$ROOT"
+"""
+
+
+def build_package(destination):
+    """Write the Gradescope autograder zip; return its path."""
+    destination = Path(destination)
+    if destination.suffix != ".zip":
+        raise KitError(f"--to must name a .zip file, got {destination}")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o755 << 16
+            archive.writestr(info, text)
+        for part in KIT_PARTS:
+            source = paths.REPO_ROOT / part
+            files = [source] if source.is_file() else sorted(source.rglob("*"))
+            for path in files:
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                    archive.write(path, path.relative_to(paths.REPO_ROOT).as_posix())
+    return destination
+
+
+def run(root, emit=print):
+    """Grade ``ROOT/submission`` as one student and write ``ROOT/results/results.json``."""
+    root = Path(root)
+    submission = root / "submission"
+    if not submission.is_dir():
+        raise KitError(f"no submission folder at {submission}")
+    with tempfile.TemporaryDirectory(prefix="mha-pe-gradescope-") as tmp:
+        student = Path(tmp) / "class" / "submission"
+        shutil.copytree(submission, student, symlinks=True)
+        results = grade_class(student.parent, Path(tmp) / "out", jobs=1, emit=emit)
+    result = results[0]
+    save(result, root / "results" / "results.json")
+    emit(f"results.json: {result.score:g} / {result.max_score:g}")
+    return result

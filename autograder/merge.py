@@ -1,0 +1,60 @@
+"""``python -m autograder merge OUT_1 ... --out OUT``: one gradebook and report from sharded grade runs.
+
+Each shard's ``shard.json`` says which shard it is (``I`` of ``N``) and whom it graded. Merging refuses
+shards that overlap, disagree on ``N``, or leave a shard missing.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from .errors import KitError
+from .grading import SHARD_FILE, result_path
+from .reports import write_reports
+from .results import load
+
+
+def _shard_info(folder):
+    path = Path(folder) / SHARD_FILE
+    if not path.is_file():
+        raise KitError(f"{folder} is not a shard's output (no {SHARD_FILE}: grade it with --shard I/N)")
+    info = json.loads(path.read_text())
+    return int(info["shard"]), int(info["of"]), list(info["students"])
+
+
+def merge(folders, out_dir, emit=print):
+    """Check the shards fit together, gather their results into ``out_dir`` and write the reports there."""
+    if not folders:
+        raise KitError("merge needs at least one shard folder")
+    shards, owner = {}, {}
+    for folder in folders:
+        index, count, students = _shard_info(folder)
+        if index in shards:
+            raise KitError(f"shard {index} given twice: {shards[index][0]} and {folder}")
+        shards[index] = (folder, count, students)
+        for student in students:
+            if student in owner:
+                raise KitError(f"student {student!r} is in two shards: {owner[student]} and {folder}")
+            owner[student] = folder
+    counts = {count for _, count, _ in shards.values()}
+    if len(counts) != 1:
+        raise KitError(f"the shards were cut differently (N = {sorted(counts)})")
+    count = counts.pop()
+    missing = sorted(set(range(1, count + 1)) - set(shards))
+    if missing:
+        raise KitError(f"missing shard(s) {', '.join(map(str, missing))} of {count}")
+    out_dir = Path(out_dir)
+    results = []
+    for student, folder in sorted(owner.items()):
+        source = result_path(folder, student)
+        result = load(source)
+        target = result_path(out_dir, student)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        results.append(result)
+    write_reports(results, out_dir)
+    emit(f"merged {count} shards, {len(results)} students, into {out_dir}")
+    return results
+
+
+
