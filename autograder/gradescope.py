@@ -16,6 +16,7 @@ from pathlib import Path
 from . import paths
 from .errors import KitError
 from .grading import grade_class
+from .notebooks import find_notebook
 from .results import save
 
 KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
@@ -70,7 +71,9 @@ def run(root, emit=print):
     with tempfile.TemporaryDirectory(prefix="mha-pe-gradescope-") as tmp:
         student = Path(tmp) / "class" / "submission"
         shutil.copytree(submission, student, symlinks=True)
-        results = grade_class(student.parent, Path(tmp) / "out", jobs=1, emit=emit)
+        # A code-only Gradescope assignment has no notebook: grade the notebook only when one was handed in.
+        results = grade_class(student.parent, Path(tmp) / "out", jobs=1, emit=emit,
+                              skip_notebook=find_notebook(student) is None)
     result = results[0]
     save(result, root / "results" / "results.json")
     emit(f"results.json: {result.score:g} / {result.max_score:g}")
