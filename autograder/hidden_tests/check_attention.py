@@ -5,8 +5,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from autograder.rubric import graded
-from autograder.hidden_tests.support import (GRADING, close, pair, randn, student_raises, student_state, tensor,
-                                             torch_twin)
+from autograder.hidden_tests.support import GRADING, close, module_and_twin, pair, randn, student_raises, tensor
 
 GROUP = "attention"
 
@@ -108,8 +107,7 @@ def test_module_shapes(student, batch, seq, heads, head_dim):
 def test_module_matches_torch_output(student):
     """The output agrees with torch.nn.MultiheadAttention given the same weights"""
     for d_model, heads, seq in ((16, 4, 6), (12, 3, 1), (8, 1, 5)):
-        module = student.MultiHeadAttention(d_model, heads)
-        twin = torch_twin(student_state(module, d_model), d_model, heads)
+        module, twin = module_and_twin(student, d_model, heads)
         x = randn(2, seq, d_model, seed=17)
         with torch.no_grad():
             expected, _ = twin(x, x, x, need_weights=False)
@@ -121,8 +119,7 @@ def test_module_matches_torch_output(student):
         visibility="hidden")
 def test_module_matches_torch_weights(student):
     """Per-head weights agree with torch.nn.MultiheadAttention"""
-    module = student.MultiHeadAttention(16, 4)
-    twin = torch_twin(student_state(module, 16), 16, 4)
+    module, twin = module_and_twin(student, 16, 4)
     x = randn(2, 5, 16, seed=18)
     with torch.no_grad():
         _, expected = twin(x, x, x, average_attn_weights=False)
@@ -135,8 +132,7 @@ def test_module_matches_torch_weights(student):
         visibility="hidden")
 def test_module_mask(student):
     """A causal mask gives the same result as torch's"""
-    module = student.MultiHeadAttention(8, 2)
-    twin = torch_twin(student_state(module, 8), 8, 2)
+    module, twin = module_and_twin(student, 8, 2)
     x = randn(2, 5, 8, seed=19)
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
     with torch.no_grad():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from autograder.rubric import graded
-from autograder.hidden_tests.support import close, pair, randn, student_state, tensor, torch_twin
+from autograder.hidden_tests.support import close, module_and_twin, pair, randn, tensor
 from autograder.worker.protocol import device_of
 
 GROUP = "properties"
@@ -52,8 +52,7 @@ def test_attention_runs_on_any_device(student):
 def test_gpu_matches_cpu(student, reference):
     """On a GPU, the modules agree with the CPU"""
     x = randn(2, 6, 16, seed=23)
-    module = student.MultiHeadAttention(16, 4)
-    twin = torch_twin(student_state(module, 16), 16, 4)
+    module, twin = module_and_twin(student, 16, 4)
     with torch.no_grad():
         expected, _ = twin(x, x, x, need_weights=False)
     on_cpu = tensor(module(x), (2, 6, 16))

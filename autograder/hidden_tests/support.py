@@ -75,3 +75,9 @@ def student_state(module, d_model):
         tensor(state.get(f"{name}.weight"), (d_model, d_model))
         tensor(state.get(f"{name}.bias"), (d_model,))
     return state
+
+
+def module_and_twin(student, d_model, num_heads):
+    """A student's MultiHeadAttention and ``torch.nn.MultiheadAttention`` carrying the same weights."""
+    module = student.MultiHeadAttention(d_model, num_heads)
+    return module, torch_twin(student_state(module, d_model), d_model, num_heads)
