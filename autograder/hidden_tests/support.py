@@ -9,7 +9,7 @@ from ..remote import StudentError
 from ..worker.protocol import Handle, Unsupported, device_of
 
 # Same examples for every student (derandomize), no shrinking (each example is a round trip to the worker).
-GRADING = settings(max_examples=12, deadline=None, derandomize=True, database=None, print_blob=False,
+GRADING = settings(max_examples=5, deadline=None, derandomize=True, database=None, print_blob=False,
                    phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
                    report_multiple_bugs=False)
 
