@@ -9,6 +9,7 @@ environment appears in any output.
 
 import hashlib
 import os
+import re
 import socket
 import textwrap
 import threading
@@ -149,6 +150,17 @@ def _attacks(out, canary, port, repo):
             for fd in range(3, 64):  # whichever descriptor is the reply pipe
                 try:
                     os.write(fd, struct.pack("<II", len(fake), 4) + fake + b"\\0\\0\\x80\\x3f")
+                except OSError:
+                    pass
+        """,
+        "look-around": """
+            import glob, os
+            found = sorted(set(glob.glob("/tmp/**/*.py", recursive=True)) | set(glob.glob("/submission/*.py")))
+            print("SEEN", len(found), [os.path.basename(path) for path in found])
+            print("PROCS", sorted(name for name in os.listdir("/proc") if name.isdigit()))
+            for pid in range(1, 400):  # whatever it can reach, it may not trace or kill the warm process
+                try:
+                    open(f"/proc/{pid}/mem", "rb").read(1)
                 except OSError:
                     pass
         """,
@@ -344,6 +356,13 @@ def test_stdin_is_closed_not_waited_on(attacked):
     result = attacked["results"]["read-stdin"]
     assert "stdin gave ''" in result.extra.get("student_output", "")
     assert not any("time limit" in note for note in result.notes)
+
+
+def test_a_worker_sees_only_its_own_files_and_no_other_process(attacked):
+    output = attacked["results"]["look-around"].extra.get("student_output", "")
+    assert "SEEN 3 " in output, output[:300]  # its own three modules, nothing of anyone else
+    procs = re.findall(r"'(\d+)'", output.split("PROCS", 1)[1].splitlines()[0])
+    assert 1 <= len(procs) <= 2, procs  # itself (and bwrap's init, with one sandbox per worker): no one else
 
 
 def test_a_symlinked_file_is_not_followed(attacked):
