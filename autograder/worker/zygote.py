@@ -80,7 +80,7 @@ def _worker(in_fd, out_fd, output_fd, limits):
     os.close(output_fd)
     message, blobs = protocol.receive(in_fd, time.monotonic() + 30)
     os.mkdir(SUBMISSION, 0o755)
-    for name, data in zip(message.get("files", []), blobs):
+    for name, data in zip(message.get("files", []), blobs, strict=True):
         if name in contract.MODULES:
             with open(os.path.join(SUBMISSION, name + ".py"), "wb") as handle:
                 handle.write(data)
