@@ -71,8 +71,8 @@ def scan_module(source, module):
 
 
 def scan_submission(files):
-    """``files`` maps module name to source text; returns the merged ``{name: set of APIs}``."""
+    """``files`` maps module name to its bytes; returns the merged ``{name: set of APIs}``."""
     result = {}
-    for module, source in files.items():
-        result.update(scan_module(source, module))
+    for module, data in files.items():
+        result.update(scan_module(data.decode("utf-8", "replace"), module))
     return result

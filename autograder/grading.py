@@ -26,6 +26,7 @@ from pathlib import Path
 from . import results as records
 from . import submission as submissions
 from .errors import KitError
+from . import notebooks
 from .progress import Progress
 from .reports import write_reports
 from .sandbox import Limits, Sandbox, choose_sandbox
@@ -256,12 +257,10 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
 
 def _notebook_stage(tasks, graded, sandbox, out_dir, emit):
     """Autograde the graded students' notebooks with nbgrader and fold the points into their results."""
-    from . import notebooks
-
     entries = {}
     for task in tasks:
         files, _ = submissions.read_files(task.folder)
-        entries[task.student] = (notebooks.find_notebook(task.folder), notebooks.module_files(files))
+        entries[task.student] = (notebooks.find_notebook(task.folder), files)
     started = time.monotonic()
     try:
         grades = notebooks.autograde(Path(out_dir) / "nbgrader", entries, sandbox)
@@ -320,13 +319,10 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
         emit(f"WARNING: {sandbox.note}")
     grader = submissions.grader_fingerprint()
     tasks, kept = [], []
-    if not skip_notebook:
-        from .notebooks import find_notebook
-
     for student, folder in students:
         files, _ = submissions.read_files(folder)
         if not skip_notebook:  # the notebook is part of what was graded
-            notebook = find_notebook(folder)
+            notebook = notebooks.find_notebook(folder)
             files = dict(files, **{"notebook": notebook.read_bytes() if notebook else b"none"})
         task = Task(student, str(folder), submissions.fingerprint(files, grader + ("" if skip_notebook else "+nb")))
         path = result_path(out_dir, student)

@@ -157,8 +157,7 @@ def grade_submission(student, files, problems, sandbox, launch, fingerprint="", 
     ``launch()`` starts a fresh worker over these files (again after a crash); ``worker`` is one already started.
     """
     started = time.monotonic()
-    texts = {module: data.decode("utf-8", "replace") for module, data in files.items()}
-    remote = RemoteSubmission(sandbox, launch, forbidden=scan_submission(texts), worker=worker)
+    remote = RemoteSubmission(sandbox, launch, forbidden=scan_submission(files), worker=worker)
     notes = []
     if not sandbox.isolated:
         notes.append(sandbox.note or "SANDBOX OFF: student code ran without isolation")
@@ -185,8 +184,7 @@ def open_submission(folder, sandbox_mode="auto"):
     sandbox = choose_sandbox(sandbox_mode)
     with tempfile.TemporaryDirectory(prefix="mha-pe-grade-") as scratch:
         factory = WorkerFactory(sandbox, scratch)
-        texts = {module: data.decode("utf-8", "replace") for module, data in files.items()}
-        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), forbidden=scan_submission(texts))
+        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), forbidden=scan_submission(files))
         try:
             yield remote
         finally:

@@ -24,7 +24,6 @@ from pathlib import Path
 from . import paths
 from .errors import KitError
 from .submission import locate, safe_name
-from .worker import contract
 
 NOTEBOOK = "check_your_understanding.ipynb"
 SOURCE_NOTEBOOK = paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
@@ -222,8 +221,3 @@ def source_cells():
         if meta.get("grade"):
             cells[meta["grade_id"]] = (float(meta.get("points", 0)), cell["cell_type"] == "code")
     return cells
-
-
-def module_files(files):
-    """Only the contract's module files (the notebook needs nothing else from a submission)."""
-    return {module: data for module, data in files.items() if module in contract.MODULES}

@@ -2,9 +2,11 @@
 
 from pathlib import Path
 
+from .worker.contract import MODULES
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 ASSIGNMENTS_DIR = REPO_ROOT / "assignments"
 ASSIGNMENT_ID = "mha_pe"
 # The three files students write; the rest of the package is given to them.
-STUDENT_MODULES = ("positional_encoding.py", "heads.py", "attention.py")
+STUDENT_MODULES = tuple(f"{module}.py" for module in MODULES)
