@@ -23,10 +23,10 @@ import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from . import notebooks
 from . import results as records
 from . import submission as submissions
 from .errors import KitError
-from . import notebooks
 from .progress import Progress
 from .reports import write_reports
 from .sandbox import Limits, Sandbox, choose_sandbox
