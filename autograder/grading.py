@@ -92,7 +92,7 @@ def failed_result(task, sandbox, reason):
 
 @dataclass
 class _Prepared:
-    """A task whose files are read, with the means to start its worker (and, when slow to start, one started)."""
+    """A task whose files are read, with the means to start its worker and one started."""
 
     task: Task
     files: dict
@@ -104,28 +104,28 @@ class _Prepared:
 
 
 def prepare(task, factory, scratch_root):
-    """Read ``task``'s files; start its worker now when starting one is slow (it warms up meanwhile)."""
+    """Read ``task``'s files and start its worker now, so it gets ready while the previous student is graded.
+
+    The worker runs no student code before its first request, which comes after the previous worker is gone.
+    """
     prepared = _Prepared(task, {}, {}, Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
     try:
         prepared.files, prepared.problems = submissions.read_files(task.folder)
         prepared.launch = factory.launcher(prepared.files, prepared.scratch)
-        if not factory.forks:
-            prepared.worker = prepared.launch()
+        prepared.worker = prepared.launch()
     except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
         prepared.error = "".join(traceback.format_exception_only(error)).strip()[-300:]
     return prepared
 
 
-def grade_prepared(prepared, sandbox):
-    """Grade a prepared task; any grader-side exception becomes a failed result (never raised)."""
-    from .judge import grade_submission  # imports pytest; only judges need it
-
+def grade_prepared(prepared, sandbox, judge):
+    """Grade a prepared task with ``judge``; any grader-side exception becomes a failed result (never raised)."""
     task = prepared.task
     try:
         if prepared.error:
             return failed_result(task, sandbox, prepared.error)
-        return grade_submission(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
-                                task.fingerprint, worker=prepared.worker)
+        return judge.grade(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
+                           task.fingerprint, worker=prepared.worker)
     except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
         detail = "".join(traceback.format_exception_only(error)).strip()
         return failed_result(task, sandbox, detail[-300:])
@@ -147,8 +147,11 @@ def judge_loop(tasks, sandbox, out_dir, done):
     """
     import torch
 
+    from .judge import Judge  # imports pytest and the hidden tests; only judges need them
+
     # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
     torch.set_num_threads(1)
+    judge = Judge()
     tasks = iter(tasks)
     with tempfile.TemporaryDirectory(prefix="mha-pe-judge-") as scratch_root:
         factory = WorkerFactory(sandbox, scratch_root)
@@ -158,9 +161,9 @@ def judge_loop(tasks, sandbox, out_dir, done):
             while current is not None:
                 task = next(tasks, None)
                 following = prepare(task, factory, scratch_root) if task else None
-                result = grade_prepared(current, sandbox)
+                result = grade_prepared(current, sandbox, judge)
                 if needs_retry(result):  # the grader's side broke, not the student's code: once more
-                    retried = grade_prepared(prepare(current.task, factory, scratch_root), sandbox)
+                    retried = grade_prepared(prepare(current.task, factory, scratch_root), sandbox, judge)
                     result = replace(retried, notes=retried.notes + ("graded a second time after a grader failure",))
                 if factory.note and factory.note not in result.notes:
                     result = replace(result, notes=result.notes + (factory.note,))

@@ -258,7 +258,7 @@ class WorkerFactory:
 
     @property
     def forks(self):
-        """Whether workers are forked from a zygote (cheap to start, so no need to start them early)."""
+        """Whether workers are forked from a zygote (rather than each started in a sandbox of its own)."""
         return self._live_zygote() is not None
 
     def launcher(self, files, scratch):

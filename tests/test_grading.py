@@ -228,11 +228,11 @@ def test_a_grader_side_failure_is_retried_once(tmp_path, monkeypatch):
     calls = []
     real = grading.grade_prepared
 
-    def flaky(prepared, sandbox):
+    def flaky(prepared, sandbox, judge):
         calls.append(prepared.task.student)
         if len(calls) == 1:
             return grading.failed_result(prepared.task, sandbox, "the zygote vanished")
-        return real(prepared, sandbox)
+        return real(prepared, sandbox, judge)
 
     monkeypatch.setattr(grading, "grade_prepared", flaky)
     copy_package(REFERENCE, tmp_path / "class" / "alice")

@@ -1,8 +1,9 @@
-"""Fixtures of the hidden tests.
+"""Fixtures of the hidden tests, for running them by hand with pytest.
 
-``student`` is the submission being graded (a :class:`~autograder.remote.RemoteSubmission`);
-the judge's plugin provides it. Run by hand, ``--submission DIR`` grades one
-folder (in the sandbox that ``--sandbox`` selects).
+The judge does not use this file: it calls the tests with its own ``student``
+and ``reference`` (see :mod:`autograder.hidden_suite`). By hand,
+``--submission DIR`` makes ``student`` a :class:`~autograder.remote.RemoteSubmission`
+over one folder, in the sandbox that ``--sandbox`` selects.
 """
 
 import pytest
@@ -24,11 +25,7 @@ def reference():
 
 @pytest.fixture(scope="session")
 def student(request):
-    """The judge's submission, or (run by hand) the folder given with ``--submission``."""
-    judge = request.config.pluginmanager.get_plugin("mha_pe_judge")
-    if judge is not None:
-        yield judge.submission
-        return
+    """The folder given with ``--submission``, behind a sandboxed worker."""
     from autograder.judge import open_submission
 
     folder = request.config.getoption("--submission")

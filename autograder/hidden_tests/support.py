@@ -1,17 +1,49 @@
 """Helpers shared by the hidden tests (trusted code: runs in the judge, never in a worker)."""
 
 import contextlib
+import inspect
+import random
+import zlib
 
 import torch
-from hypothesis import HealthCheck, Phase, settings
 
 from ..remote import StudentError
 from ..worker.protocol import Handle, Unsupported, device_of
 
-# Same examples for every student (derandomize), no shrinking (each example is a round trip to the worker).
-GRADING = settings(max_examples=5, deadline=None, derandomize=True, database=None, print_blob=False,
-                   phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
-                   report_multiple_bugs=False)
+
+def each_case(count=4, examples=(), **choices):
+    """Run the decorated check once per case, stopping at the first that fails.
+
+    The cases are: every argument at its first choice (the smallest sizes), the ``examples``, then ``count``
+    drawn from ``choices`` (argument name -> the values it may take) by a generator seeded with the check's
+    name, so every student meets the same cases in the same order. The check keeps its other arguments
+    (``student``, ``reference``) as its signature for pytest. A failure notes its case, for whoever runs the
+    checks by hand; feedback shows only the concept.
+    """
+
+    def decorate(check):
+        draw = random.Random(zlib.crc32(check.__name__.encode()))
+        cases = [{name: values[0] for name, values in choices.items()}, *map(dict, examples)]
+        cases += [{name: draw.choice(values) for name, values in choices.items()} for _ in range(count)]
+        unique = list({tuple(sorted(case.items())): case for case in cases}.values())
+
+        def run(*args, **kwargs):
+            for case in unique:
+                try:
+                    check(*args, **kwargs, **case)
+                except Exception as error:
+                    error.add_note(f"case: {case}")
+                    raise
+
+        signature = inspect.signature(check)
+        run.__signature__ = signature.replace(parameters=[parameter for parameter in signature.parameters.values()
+                                                          if parameter.name not in choices])
+        for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(run, attribute, getattr(check, attribute))
+        run.cases = unique
+        return run
+
+    return decorate
 
 
 @contextlib.contextmanager

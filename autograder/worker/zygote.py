@@ -13,6 +13,7 @@ carries the worker's three pipe ends as passed file descriptors.
 
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -116,6 +117,30 @@ def _describe(status):
     return {"signal": code - 128} if code > 128 else {"code": code}
 
 
+def _wait(pid, seconds):
+    """The wait status of child ``pid`` once it ends, or None if it is still running after ``seconds``."""
+    try:
+        ended = os.pidfd_open(pid)  # readable when the process ends: no polling delay
+    except OSError:
+        ended = None
+    try:
+        deadline = time.monotonic() + seconds
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if ended is None:
+                time.sleep(min(left, 0.002))
+            else:
+                select.select([ended], [], [], left)
+    finally:
+        if ended is not None:
+            os.close(ended)
+
+
 def main(argv):
     from .main import prepare_torch, warm_up
 
@@ -149,18 +174,12 @@ def main(argv):
         elif op in ("kill", "status") and (ident in children or ident in ended):
             if op == "kill" and ident not in ended:
                 os.kill(children[ident], signal.SIGKILL)
-            deadline = time.monotonic() + float(message.get("wait", 2.0))
-            while ident not in ended:
-                pid, status = os.waitpid(children[ident], os.WNOHANG)
-                if pid:
+            if ident not in ended:
+                status = _wait(children[ident], float(message.get("wait", 2.0)))
+                if status is not None:
                     ended[ident] = _describe(status)
-                elif time.monotonic() > deadline:
-                    break
-                else:
-                    time.sleep(0.01)
+                    children.pop(ident)
             _send(control, {"status": ended.get(ident)})
-            if ident in ended:
-                children.pop(ident, None)
         else:
             for fd in fds:
                 os.close(fd)

@@ -1,0 +1,136 @@
+"""The hidden tests, collected once per judge and run against one submission after another.
+
+pytest collects them (imports ``check_*.py``, reads every ``@graded`` mark and
+parametrization) once; each submission then costs only the test functions
+themselves, called directly with the two fixtures the hidden tests may ask for
+(``student`` and ``reference``). A pytest session per submission would cost
+more than grading it (configuration, collection, a setup/call/teardown report
+per test).
+
+Every call's outcome is captured as a value (:class:`Outcome`), a failing
+assertion, a student's failure, a skip and a grader-side crash alike, the way
+pytest's ``CallInfo`` does.
+"""
+
+import contextlib
+import inspect
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .rubric import rubric_entry
+
+HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
+FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
+MARKS = {"graded", "parametrize", "hypothesis"}  # others (skip, xfail, usefixtures) would be silently ignored: refused instead
+
+
+@dataclass(frozen=True)
+class Case:
+    """One collected hidden test: its rubric entry, its function and what to call it with."""
+
+    entry: tuple  # (id, name, group, points, concept, visibility, award_if_skipped), see rubric.rubric_entry
+    function: object
+    fixtures: tuple = ()
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one call of a hidden test ended: ``"passed"``, ``"failed"`` or ``"skipped"``."""
+
+    state: str
+    error: BaseException = None  # what a failed call raised
+    reason: str = ""  # why a skipped call was skipped
+
+
+def pytest_args(hidden_dir):
+    """Arguments for pytest over the hidden tests (also how an instructor runs them by hand)."""
+    args = [str(hidden_dir), "-c", str(hidden_dir / "pytest.ini"), "--rootdir", str(hidden_dir), "-q",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    for unused in ("cacheprovider", "junitxml", "pastebin", "doctest", "legacypath", "stepwise", "lfplugin"):
+        args += ["-p", f"no:{unused}"]
+    return args
+
+
+class _Collector:
+    """pytest plugin: turns each collected item into a :class:`Case` (or a problem)."""
+
+    def __init__(self):
+        self.cases, self.problems = [], []
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            try:
+                self.cases.append(self._case(item))
+            except ValueError as error:
+                self.problems.append(str(error))
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.problems.append(f"could not collect {report.nodeid}: {str(report.longrepr)[-300:]}")
+
+    @staticmethod
+    def _case(item):
+        entry = rubric_entry(item)
+        params = dict(item.callspec.params) if hasattr(item, "callspec") else {}
+        # pytest lists its own ``request`` for every test; it matters only when the test's signature asks for it.
+        wanted = set(item.fixturenames) - {"request"} | set(inspect.signature(item.obj).parameters) & {"request"}
+        unknown = sorted(wanted - set(FIXTURES) - set(params))
+        if unknown:
+            raise ValueError(f"hidden test {item.nodeid} asks for {', '.join(unknown)}; the judge provides only "
+                             f"{' and '.join(FIXTURES)}")
+        marks = sorted({mark.name for mark in item.iter_markers()} - MARKS)
+        if marks:
+            raise ValueError(f"hidden test {item.nodeid} carries marks the judge does not apply: {', '.join(marks)}")
+        fixtures = tuple(name for name in item.fixturenames if name in FIXTURES)
+        return Case(entry, item.obj, fixtures, params)
+
+
+class HiddenSuite:
+    """The collected hidden tests. ``run(fixtures)`` calls each one and returns its outcome."""
+
+    def __init__(self, cases, problems=()):
+        self.cases, self.problems = tuple(cases), tuple(problems)
+
+    @classmethod
+    def collect(cls, hidden_dir=HIDDEN_TESTS):
+        """Collect (import, never run) the hidden tests in ``hidden_dir``."""
+        collector = _Collector()
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            code = pytest.main(pytest_args(hidden_dir) + ["--collect-only"], plugins=[collector])
+        problems = list(collector.problems)
+        if code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED) and not problems:
+            problems.append(f"pytest could not collect the hidden tests (exit code {int(code)}): "
+                            f"{sink.getvalue()[-300:]}")
+        return cls(collector.cases, problems)
+
+    @property
+    def entries(self):
+        """The rubric entries, in collection order."""
+        return [case.entry for case in self.cases]
+
+    def run(self, fixtures):
+        """``[(case, Outcome)]`` for every case, called with ``fixtures`` (``{"student": ..., "reference": ...}``)."""
+        outcomes = []
+        # A hidden test's prints (hypothesis reports, say) must not reach the judge's stdout: it is a channel.
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for case in self.cases:
+                outcomes.append((case, call(case, fixtures)))
+        return outcomes
+
+
+def call(case, fixtures):
+    """Call one hidden test; its outcome as a value, whatever it raised."""
+    kwargs = {name: fixtures[name] for name in case.fixtures}
+    kwargs.update(case.params)
+    try:
+        case.function(**kwargs)
+    except pytest.skip.Exception as skip:
+        return Outcome("skipped", reason=str(skip.msg or "skipped"))
+    except (Exception, pytest.fail.Exception) as error:  # noqa: BLE001 - every failure is an outcome
+        return Outcome("failed", error=error)
+    return Outcome("passed")
