@@ -1,0 +1,135 @@
+"""How the judge collects and calls the hidden tests, and the case tables they use."""
+
+import inspect
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from autograder import paths
+from autograder.hidden_suite import HIDDEN_TESTS, HiddenSuite
+from autograder.hidden_tests.support import each_case
+from autograder.judge import _result_for
+
+INI = "[pytest]\npython_files = check_*.py\naddopts = -p no:cacheprovider --import-mode=importlib\n" \
+      "markers =\n    graded: rubric line\n"
+
+CHECKS = '''
+import pytest
+from autograder.rubric import graded
+
+GROUP = "demo"
+
+@graded(1, "passes")
+def test_passes(student):
+    """Passes"""
+    assert student == "S"
+
+@graded(2, "fails")
+def test_fails(student, reference):
+    """Fails"""
+    assert student == reference
+
+@graded(3, "skips", award_if_skipped=True)
+def test_skips(student):
+    """Skips"""
+    pytest.skip("no GPU")
+
+@graded(1, "crashes")
+def test_crashes(student):
+    """Crashes"""
+    raise RuntimeError("a bug in the check itself")
+
+@graded(1, "parametrized")
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(student, n):
+    """Parametrized"""
+    assert n == 1
+
+@graded(1, "wants a fixture the judge lacks")
+def test_wants_tmp_path(student, tmp_path):
+    """Wants tmp_path"""
+
+@graded(1, "carries a skip mark")
+@pytest.mark.skip(reason="never")
+def test_marked_skip(student):
+    """Marked skip"""
+'''
+
+
+@pytest.fixture(scope="module")
+def demo_suite(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hidden")
+    (folder / "pytest.ini").write_text(INI)
+    (folder / "check_demo.py").write_text(textwrap.dedent(CHECKS))
+    return HiddenSuite.collect(folder)
+
+
+def test_each_outcome_is_captured_as_a_value(demo_suite):
+    outcomes = {case.entry[0]: outcome for case, outcome in demo_suite.run({"student": "S", "reference": "R"})}
+    assert outcomes["test_passes"].state == "passed"
+    assert outcomes["test_fails"].state == "failed" and isinstance(outcomes["test_fails"].error, AssertionError)
+    assert outcomes["test_skips"].state == "skipped" and outcomes["test_skips"].reason == "no GPU"
+    assert outcomes["test_crashes"].state == "failed" and isinstance(outcomes["test_crashes"].error, RuntimeError)
+    assert [outcomes[f"test_param[{n}]"].state for n in (1, 2)] == ["passed", "failed"]
+
+
+def test_a_crashing_check_is_a_grader_problem_and_a_skip_can_keep_its_points(demo_suite):
+    results = {case.entry[0]: _result_for(case.entry, outcome)
+               for case, outcome in demo_suite.run({"student": "S", "reference": "R"})}
+    assert results["test_crashes"][1] and "RuntimeError" in results["test_crashes"][1]
+    assert results["test_fails"][1] is None  # a failed check is the student's, not the grader's
+    skipped, problem = results["test_skips"]
+    assert skipped.score == skipped.max_score == 3 and problem is None
+
+
+def test_what_the_judge_cannot_honour_is_refused_by_name(demo_suite):
+    ids = [case.entry[0] for case in demo_suite.cases]
+    assert "test_wants_tmp_path" not in ids and "test_marked_skip" not in ids
+    problems = " ".join(demo_suite.problems)
+    assert "test_wants_tmp_path asks for tmp_path" in problems
+    assert "test_marked_skip carries marks the judge does not apply: skip" in problems
+
+
+def test_every_hidden_test_is_collected_with_only_the_judges_fixtures():
+    suite = HiddenSuite.collect()
+    assert suite.problems == ()
+    assert len(suite.cases) >= 40 and sum(case.entry[3] for case in suite.cases) == 111
+    assert all(set(case.fixtures) <= {"student", "reference"} and "student" in case.fixtures for case in suite.cases)
+
+
+def test_cases_are_the_same_every_time_smallest_first_and_examples_included():
+    def check(student, batch, seq):
+        pass
+
+    made = [each_case(count=6, examples=[dict(batch=9, seq=9)], batch=range(1, 4), seq=[5, 7])(check)
+            for _ in range(2)]
+    assert made[0].cases == made[1].cases
+    assert made[0].cases[:2] == [{"batch": 1, "seq": 5}, {"batch": 9, "seq": 9}]
+    assert len({tuple(sorted(case.items())) for case in made[0].cases}) == len(made[0].cases)
+    assert all(case["batch"] in (1, 2, 3, 9) and case["seq"] in (5, 7, 9) for case in made[0].cases)
+    # pytest (by hand) sees only the fixtures; the name and docstring stay the check's.
+    assert list(inspect.signature(made[0]).parameters) == ["student"] and made[0].__name__ == "check"
+
+
+def test_a_failing_case_stops_the_check_and_names_itself():
+    seen = []
+
+    @each_case(count=5, size=range(1, 50))
+    def check(student, size):
+        seen.append(size)
+        assert size < 2, "too big"
+
+    with pytest.raises(AssertionError) as failure:
+        check(student=None)
+    assert seen[-1] >= 2 and len(seen) < len(check.cases) + 1
+    assert f"case: {{'size': {seen[-1]}}}" in failure.value.__notes__
+
+
+def test_an_instructor_can_run_the_hidden_tests_by_hand():
+    run = subprocess.run([sys.executable, "-m", "pytest", "-c", str(HIDDEN_TESTS / "pytest.ini"), str(HIDDEN_TESTS),
+                          "-q", "-p", "no:cacheprovider", "--submission", str(paths.SOLUTIONS_DIR / "mha_pe")],
+                         cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert " passed" in run.stdout and "failed" not in run.stdout
