@@ -158,6 +158,16 @@ def _attacks(out, canary, port, repo):
             found = sorted(set(glob.glob("/tmp/**/*.py", recursive=True)) | set(glob.glob("/submission/*.py")))
             print("SEEN", len(found), [os.path.basename(path) for path in found])
             print("PROCS", sorted(name for name in os.listdir("/proc") if name.isdigit()))
+            reachable = []
+            for pid in range(1, 1 << 15):  # the next student's worker, started early, must be out of reach
+                try:
+                    os.kill(pid, 0)
+                    reachable.append(pid)
+                except ProcessLookupError:
+                    pass
+                except OSError:
+                    reachable.append(pid)  # exists, even if it may not be signalled
+            print("REACHABLE", reachable)
             for pid in range(1, 400):  # whatever it can reach, it may not trace or kill the warm process
                 try:
                     open(f"/proc/{pid}/mem", "rb").read(1)
@@ -363,6 +373,8 @@ def test_a_worker_sees_only_its_own_files_and_no_other_process(attacked):
     assert "SEEN 3 " in output, output[:300]  # its own three modules, nothing of anyone else
     procs = re.findall(r"'(\d+)'", output.split("PROCS", 1)[1].splitlines()[0])
     assert len(procs) <= 2, procs  # forked: none (empty /proc); own sandbox: itself and bwrap's init
+    reachable = re.findall(r"\d+", output.split("REACHABLE", 1)[1].splitlines()[0])
+    assert 1 <= len(reachable) <= 2, reachable  # itself (and bwrap's init): no zygote, no other student's worker
 
 
 def test_a_symlinked_file_is_not_followed(attacked):
