@@ -98,7 +98,7 @@ class Judge:
         of the student's. ``launch()`` starts a fresh worker over these files (again after a crash); ``worker``
         is one already started."""
         started = time.monotonic()
-        remote = RemoteSubmission(sandbox, launch, forbidden=scan_submission(files), worker=worker)
+        remote = RemoteSubmission(sandbox, launch, worker=worker)
         notes = []
         if not sandbox.isolated:
             notes.append(sandbox.note or "SANDBOX OFF: student code ran without isolation")
@@ -106,9 +106,10 @@ class Judge:
             if problem != "missing":
                 notes.append(f"{module}.py was not used: {problem}")
         try:
+            remote.forbidden = scan_submission(files)
             tests, grader_problems = self.run_hidden_tests(remote)
         finally:
-            remote.close()
+            remote.close()  # the worker was started ahead: it is closed whatever happens here
         notes += remote.events + [f"grader problem: {problem}" for problem in grader_problems]
         student_output = remote.output_text()
         return SubmissionResult(
