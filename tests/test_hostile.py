@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 from autograder import paths
 from autograder.grading import grade_class, result_path
@@ -207,12 +208,12 @@ def _snapshot(*roots):
     return digest
 
 
-def _alive_with_token():
+def _alive_with(token):
     alive = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if TOKEN.encode() in (entry / "cmdline").read_bytes():
+                if token.encode() in (entry / "cmdline").read_bytes():
                     alive.append(int(entry.name))
             except OSError:
                 pass
@@ -292,7 +293,7 @@ def attacked(request, tmp_path_factory):
         | (set(before) - set(_snapshot(*watched))),
         "attacks": sorted(attacks) + ["tensor-subclass", "symlink-to-solutions"],
     }
-    for pid in _alive_with_token():  # never leave anything behind, even when a test below fails
+    for pid in _alive_with(TOKEN):  # never leave anything behind, even when a test below fails
         try:
             os.kill(pid, 9)
         except OSError:
@@ -333,7 +334,7 @@ def test_results_on_disk_are_the_judges(attacked):
 
 
 def test_nothing_the_attacks_started_is_still_running(attacked):
-    assert _alive_with_token() == []
+    assert _alive_with(TOKEN) == []
 
 
 def test_no_secret_and_no_hidden_test_in_any_output(attacked):
@@ -380,3 +381,44 @@ def test_a_worker_sees_only_its_own_files_and_no_other_process(attacked):
 def test_a_symlinked_file_is_not_followed(attacked):
     result = attacked["results"]["symlink-to-solutions"]
     assert any("heads.py was not used: not a regular file" in note for note in result.notes)
+
+
+LINGER = '''
+import os, sys, time
+if os.fork() == 0:  # a process holding no pipe to the judge: only the end of the namespace can stop it
+    os.closerange(0, 256)
+    os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", {token!r}])
+time.sleep(0.5)  # long enough for it to be running under its new name
+os.close(1)  # and the worker itself lets go of its output pipe: the judge cannot wait for that to close
+os.close(2)
+'''
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "own-sandbox"])
+def test_what_a_worker_started_is_gone_when_its_close_returns(fork, tmp_path):
+    """The next student's code may start as soon as the previous worker is closed: nothing of it may remain."""
+    from autograder.remote import RemoteSubmission, StudentError
+    from autograder.submission import read_files
+    from autograder.workers import WorkerFactory
+
+    try:
+        sandbox = choose_sandbox("bwrap", fork=fork)
+    except KitError as error:
+        pytest.skip(f"needs the sandbox: {error}")
+    token = "linger-" + hashlib.sha256(os.urandom(16)).hexdigest()[:12]
+    folder = copy_package(STUBS, tmp_path / "linger")
+    heads = folder / "heads.py"
+    heads.write_text(textwrap.dedent(LINGER.format(token=token)) + heads.read_text())
+    files, _ = read_files(folder)
+    factory = WorkerFactory(sandbox, tmp_path)
+    try:
+        remote = RemoteSubmission(sandbox, factory.launcher(files, tmp_path))
+        with pytest.raises(StudentError):
+            remote.split_heads(torch.zeros(1, 2, 4), 2)  # imports heads.py: the lingering process starts
+        assert _alive_with(token), "the lingering process never started: the test proves nothing"
+        remote.close()
+        assert _alive_with(token) == []
+    finally:
+        factory.close()
+        for pid in _alive_with(token):
+            os.kill(pid, 9)

@@ -78,10 +78,16 @@ def test_table_is_vectorized(student):
     """The table is computed without Python loops over positions"""
     # Many positions, few features: a vectorized table costs a few sin/cos passes over its entries, a loop over
     # 4000 positions pays Python's per-iteration cost 4000 times (hundreds of passes). Same process, same moment.
-    timing = student.time_call("get_positional_encoding", 4000, 32, numel=4000 * 16, repeats=3, budget=4.0)
-    assert isinstance(timing, dict) and {"call", "probe"} <= timing.keys(), "no timing"
-    call, probe = float(timing["call"]), max(float(timing["probe"]), 1e-6)
-    assert call / probe <= 25, "too slow"
+    # A busy machine can stretch any one measurement (a call preempted once looks 20x slower), never shorten
+    # one: a vectorized table needs one quiet round out of three; a loop has none.
+    ratios = []
+    for repeats in (3, 10, 30):
+        timing = student.time_call("get_positional_encoding", 4000, 32, numel=4000 * 16, repeats=repeats, budget=1.0)
+        assert isinstance(timing, dict) and {"call", "probe"} <= timing.keys(), "no timing"
+        ratios.append(float(timing["call"]) / max(float(timing["probe"]), 1e-6))
+        if ratios[-1] <= 25:
+            break
+    assert min(ratios) <= 25, "too slow"
 
 
 @graded(4, "Relative position is a fixed linear map: PE[pos+k] = M_k PE[pos] with the rotation M_k built from "

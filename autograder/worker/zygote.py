@@ -16,12 +16,14 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 
 from . import contract, linux
 
 SUBMISSION = "/tmp/submission"
+STATUS = struct.Struct("<i")  # a wait status, as os.waitpid returns it
 
 
 def _send(control, message):
@@ -90,55 +92,68 @@ def _worker(in_fd, out_fd, output_fd, limits):
     return serve(SUBMISSION, in_fd, out_fd)
 
 
-def _spawn(control, fds, message):
-    """In the zygote's child: isolate, fork the worker (PID 1 inside), wait for it and mirror its end."""
-    control.close()
+def _spawn(fds, message, report):
+    """In the zygote's child: isolate, fork the worker (PID 1 inside), wait for it and report how it ended.
+
+    The worker's wait status goes to the zygote over ``report`` (a pipe) as soon as it is known: by then the
+    worker and everything in its PID namespace are gone, and the zygote need not wait for this process's own
+    (slower) exit.
+    """
     in_fd, out_fd, output_fd = fds
     _isolate(int(message["limits"]["tmp_bytes"]))
+    # Asked to stop (SIGTERM from the zygote), this process kills the worker and still waits for it. Blocked
+    # until the worker's pid is known.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
+            os.close(report)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             code = _worker(in_fd, out_fd, output_fd, message["limits"])
         finally:
             os._exit(code)
+    signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(pid, signal.SIGKILL))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     for fd in fds:
         os.close(fd)
     _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
+    os.write(report, STATUS.pack(status))
+    return 0
 
 
 def _describe(status):
     if os.WIFSIGNALED(status):
         return {"signal": os.WTERMSIG(status)}
-    code = os.WEXITSTATUS(status)
-    return {"signal": code - 128} if code > 128 else {"code": code}
+    return {"code": os.WEXITSTATUS(status)}
 
 
-def _wait(pid, seconds):
-    """The wait status of child ``pid`` once it ends, or None if it is still running after ``seconds``."""
-    try:
-        ended = os.pidfd_open(pid)  # readable when the process ends: no polling delay
-    except OSError:
-        ended = None
-    try:
-        deadline = time.monotonic() + seconds
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return status
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            if ended is None:
-                time.sleep(min(left, 0.002))
-            else:
-                select.select([ended], [], [], left)
-    finally:
-        if ended is not None:
-            os.close(ended)
+class _Child:
+    """A worker's parent process as the zygote sees it: its pid and the pipe on which it reports the worker's end."""
+
+    def __init__(self, pid, report):
+        self.pid, self.report, self.status = pid, report, None
+
+    def wait(self, seconds):
+        """The worker's wait status once it has ended (None if it is still running after ``seconds``)."""
+        if self.status is None and select.select([self.report], [], [], seconds)[0]:
+            data = os.read(self.report, STATUS.size)
+            if len(data) == STATUS.size:
+                self.status = STATUS.unpack(data)[0]
+            else:  # the parent itself was killed before it could report: its own status says how
+                _, own = os.waitpid(self.pid, 0)
+                self.pid = None
+                self.status = own if os.WIFSIGNALED(own) else (os.WEXITSTATUS(own) << 8)
+        return self.status
+
+    def reap(self):
+        """Collect the parent's exit once it has happened; True when nothing of this child is left."""
+        if self.pid is not None and os.waitpid(self.pid, os.WNOHANG)[0]:
+            self.pid = None
+        if self.pid is None and self.report is not None:
+            os.close(self.report)
+            self.report = None
+        return self.pid is None
 
 
 def main(argv):
@@ -150,7 +165,7 @@ def main(argv):
     nested = can_isolate()
     linux.prctl(linux.PR_SET_DUMPABLE, 0)  # workers may not trace or read the zygote
     _send(control, {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested})
-    children, ended = {}, {}
+    children, ended = {}, {}  # id -> _Child still to be reaped; id -> how its worker ended
     while True:
         data, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
         if not data:
@@ -160,30 +175,40 @@ def main(argv):
         if op == "spawn" and nested and len(fds) == 3:
             sys.stdout.flush()
             sys.stderr.flush()
+            report, report_w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 code = 70
                 try:
-                    code = _spawn(control, fds, message)
+                    # Nothing of the zygote's may reach the worker: its control socket, other children's reports.
+                    control.close()
+                    for fd in [report] + [child.report for child in children.values() if child.report is not None]:
+                        os.close(fd)
+                    code = _spawn(fds, message, report_w)
                 finally:
                     os._exit(code)
-            for fd in fds:
+            for fd in (*fds, report_w):
                 os.close(fd)
-            children[ident] = pid
+            children[ident] = _Child(pid, report)
             _send(control, {"spawned": ident})
         elif op in ("kill", "status") and (ident in children or ident in ended):
-            if op == "kill" and ident not in ended:
-                os.kill(children[ident], signal.SIGKILL)
-            if ident not in ended:
-                status = _wait(children[ident], float(message.get("wait", 2.0)))
+            child, wait = children.get(ident), float(message.get("wait", 2.0))
+            if child is not None and ident not in ended:
+                if op == "kill" and child.pid is not None:
+                    os.kill(child.pid, signal.SIGTERM)  # it kills its worker and reports after it (see _spawn)
+                status = child.wait(wait)
+                if status is None and op == "kill" and child.pid is not None:  # stuck: by force
+                    os.kill(child.pid, signal.SIGKILL)
+                    status = child.wait(wait)
                 if status is not None:
                     ended[ident] = _describe(status)
-                    children.pop(ident)
             _send(control, {"status": ended.get(ident)})
         else:
             for fd in fds:
                 os.close(fd)
             _send(control, {"error": f"cannot {op} {ident}"})
+        for done in [key for key, child in children.items() if key in ended and child.reap()]:
+            del children[done]
 
 
 if __name__ == "__main__":
