@@ -140,6 +140,7 @@ class RemoteSubmission:
         self.limits = sandbox.limits
         self.deadline = time.monotonic() + self.limits.submission_seconds
         self.worker = worker
+        self.spare = worker is not None  # started ahead: checked before its first use
         self.generation = 0
         self.broken_modules = {}  # module -> SubmissionFailure, decided once
         self.hung = {}  # name -> seconds
@@ -151,6 +152,8 @@ class RemoteSubmission:
     # ------------------------------------------------------------ lifecycle
 
     def _worker(self, label):
+        if self.spare:
+            self._check_spare()
         if self.worker is None:
             try:
                 self.worker = self.launch()
@@ -170,6 +173,18 @@ class RemoteSubmission:
             raise WorkerCrash(label, f"the grading process failed to start: {detail}") from None
         self.cuda = bool(hello.get("cuda"))
         return self.worker
+
+    def _check_spare(self):
+        """A worker started ahead may have died before it served this student (with its zygote, say): no fault
+        of the student's, so it is replaced before the first request rather than counted as a crash."""
+        self.spare = False
+        try:
+            self.worker.ready(min(self.deadline, time.monotonic() + self.limits.start_seconds))
+        except protocol.ProtocolError as error:
+            self.worker.close()
+            self.worker = None
+            self.events.append(f"a worker started ahead was lost before its first request ({error}); "
+                               "started another")
 
     def _discard(self, why):
         if self.worker is not None:

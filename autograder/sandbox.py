@@ -118,13 +118,16 @@ def worker_environment(sandbox):
     return env
 
 
-def _bwrap(sandbox, binds, command, network=False, cwd="/tmp"):
+def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None):
     """The bwrap command line that runs ``command`` (a list) with the runtime, the worker code and ``binds``
-    (read-only ``(source, target)`` pairs). ``network=True`` keeps the host's network namespace."""
+    (read-only ``(source, target)`` pairs). ``network=True`` keeps the host's network namespace; ``info_fd``
+    receives bwrap's JSON with the host pid of the sandbox's first process (whose end is the sandbox's end)."""
     env = worker_environment(sandbox)
     made = {Path("/tmp")}
     args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"] + ([] if network else ["--unshare-net"])
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
     # The private /tmp first: a runtime that lives under /tmp is bound on top of it, not hidden by it.
     args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
     args += _system_args()
@@ -156,12 +159,13 @@ def _unsandboxed(sandbox, command, scratch_dir):
     return command, env, str(scratch_dir)
 
 
-def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir):
+def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=None):
     """``(argv, env, cwd)`` that start one worker over ``submission_dir`` talking on ``in_fd``/``out_fd``."""
     python = [sys.executable, "-B", "-m", "worker.main", str(in_fd), str(out_fd)]
     if sandbox.mode == "none":
         return _unsandboxed(sandbox, python + [str(submission_dir)], scratch_dir)
-    return _bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"]), {}, str(scratch_dir)
+    return (_bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"], info_fd=info_fd), {},
+            str(scratch_dir))
 
 
 def kernel_command(sandbox, notebook_dir, connection_file, command):
@@ -173,10 +177,10 @@ def kernel_command(sandbox, notebook_dir, connection_file, command):
     return _bwrap(sandbox, binds, command, network=True, cwd=notebook_dir)
 
 
-def zygote_command(sandbox, control_fd, scratch_dir):
+def zygote_command(sandbox, control_fd, scratch_dir, info_fd=None):
     """``(argv, env, cwd)`` that start a zygote (no submission visible to it) on the socket ``control_fd``."""
     python = [sys.executable, "-B", "-m", "worker.zygote", str(control_fd)]
-    return _bwrap(sandbox, [], python), {}, str(scratch_dir)
+    return _bwrap(sandbox, [], python, info_fd=info_fd), {}, str(scratch_dir)
 
 
 def _trial(sandbox):

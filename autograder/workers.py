@@ -7,12 +7,15 @@ own. Where the kernel does not allow that, or without bwrap, every worker is a
 start-up overlaps the previous student's tests.
 """
 
+import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -78,21 +81,79 @@ def _describe_exit(code):
     return f"exit code {code}"
 
 
+class _SandboxEnd:
+    """Ends a bwrap sandbox and waits until everything in it is gone.
+
+    bwrap writes (``--info-fd``) the host pid of the sandbox's first process; the first process of a PID
+    namespace ends only after every other process in it, so its end, seen through a pidfd taken while it
+    surely lived, is the sandbox's end. bwrap's own process may exit before that.
+    """
+
+    def __init__(self, sandbox):
+        self.info_r, self.info_w = os.pipe() if sandbox.mode == "bwrap" else (None, None)
+        self.pidfd = None
+
+    def started(self):
+        """After bwrap started: drop our copy of its end of the info pipe."""
+        if self.info_w is not None:
+            os.close(self.info_w)
+            self.info_w = None
+
+    def watch(self, timeout=2.0):
+        """Take a pidfd of the sandbox's first process (call while it is known to be alive)."""
+        if self.info_r is None or self.pidfd is not None:
+            return
+        data, deadline = b"", time.monotonic() + timeout
+        while time.monotonic() < deadline and select.select([self.info_r], [], [], deadline - time.monotonic())[0]:
+            chunk = os.read(self.info_r, 4096)
+            if not chunk:
+                break
+            data += chunk
+            with contextlib.suppress(ValueError):
+                pid = json.loads(data).get("child-pid")
+                if isinstance(pid, int):
+                    with contextlib.suppress(OSError):
+                        self.pidfd = os.pidfd_open(pid)
+                break
+
+    def end(self, process):
+        """Kill the sandbox (``process`` is its bwrap) and wait for all of it."""
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # bwrap; the sandbox dies with it (--die-with-parent)
+        process.wait()
+        if self.pidfd is not None:
+            select.select([self.pidfd], [], [], 5.0)
+            os.close(self.pidfd)
+            self.pidfd = None
+        for fd in (self.info_r, self.info_w):
+            if fd is not None:
+                os.close(fd)
+        self.info_r = self.info_w = None
+
+
 class WorkerProcess(_Channel):
     """A worker in a sandbox of its own (one bwrap per worker). ``ready`` waits for its hello."""
 
     def __init__(self, sandbox, submission_dir, scratch_dir):
         to_worker_r, to_worker = os.pipe()
         from_worker, from_worker_w = os.pipe()
-        argv, env, cwd = sandboxes.worker_command(sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir)
+        self.sandbox_end = _SandboxEnd(sandbox)
+        info = self.sandbox_end.info_w
+        argv, env, cwd = sandboxes.worker_command(sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir,
+                                                  info_fd=info)
         try:
             self.process = subprocess.Popen(
                 argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(to_worker_r, from_worker_w), start_new_session=True,
+                pass_fds=(to_worker_r, from_worker_w) + (() if info is None else (info,)), start_new_session=True,
             )
         finally:
             os.close(to_worker_r)
             os.close(from_worker_w)
+            self.sandbox_end.started()
         super().__init__(to_worker, from_worker, _CappedOutput(self.process.stdout, sandbox.limits.output_bytes))
 
     def ready(self, deadline):
@@ -101,6 +162,7 @@ class WorkerProcess(_Channel):
             if message.get("ready") is not True:
                 raise protocol.ProtocolError("the worker did not say hello")
             self.hello = message
+            self.sandbox_end.watch()  # no student code has run yet: the sandbox's first process is alive
         return self.hello
 
     def exit_detail(self):
@@ -112,12 +174,7 @@ class WorkerProcess(_Channel):
 
     def close(self):
         self._close_pipes()
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)  # bwrap; its PID namespace dies with it
-            except ProcessLookupError:
-                pass
-        self.process.wait()
+        self.sandbox_end.end(self.process)
         self.output.join(timeout=5)
 
 
@@ -129,6 +186,8 @@ class ForkedWorker(_Channel):
         self.zygote, self.ident, self.hello = zygote, ident, zygote.hello
 
     def ready(self, deadline):
+        if not self.zygote.alive:
+            raise protocol.ChannelClosed("its zygote is gone")
         return self.hello
 
     def exit_detail(self):
@@ -139,7 +198,10 @@ class ForkedWorker(_Channel):
 
     def close(self):
         self._close_pipes()
-        self.zygote.kill(self.ident)
+        if self.zygote.alive and self.zygote.kill(self.ident) is None:
+            # Its end could not be confirmed: tear down the whole sandbox rather than let anything of it
+            # overlap the next student (the factory starts a fresh zygote).
+            self.zygote.close()
         self.output.join(timeout=5)
 
 
@@ -152,13 +214,17 @@ class Zygote:
     def __init__(self, sandbox, scratch_dir):
         self.sandbox = sandbox
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv, env, cwd = sandboxes.zygote_command(sandbox, theirs.fileno(), scratch_dir)
+        self.sandbox_end = _SandboxEnd(sandbox)
+        info = self.sandbox_end.info_w
+        argv, env, cwd = sandboxes.zygote_command(sandbox, theirs.fileno(), scratch_dir, info_fd=info)
         try:
             self.process = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+                                            stderr=subprocess.STDOUT,
+                                            pass_fds=(theirs.fileno(),) + (() if info is None else (info,)),
                                             start_new_session=True)
         finally:
             theirs.close()
+            self.sandbox_end.started()
         self.log = _CappedOutput(self.process.stdout, 8192)
         self.hello = None
         self.count = 0
@@ -176,7 +242,12 @@ class Zygote:
     def ready(self, timeout):
         if self.hello is None:
             self.hello = self._receive(timeout)
+            self.sandbox_end.watch()
         return self.hello
+
+    @property
+    def alive(self):
+        return self.process.poll() is None
 
     @property
     def usable(self):
@@ -221,12 +292,7 @@ class Zygote:
 
     def close(self):
         self.control.close()
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait()
+        self.sandbox_end.end(self.process)
         self.log.join(timeout=5)
 
 

@@ -242,3 +242,28 @@ def test_a_grader_side_failure_is_retried_once(tmp_path, monkeypatch):
     assert calls == ["alice", "alice"]
     assert done[0].score == done[0].max_score and "graded a second time" in done[0].notes[-1]
     assert grading.needs_retry(grading.failed_result(task, choose_sandbox("auto"), "x"))
+
+
+def test_a_worker_started_ahead_that_died_with_its_zygote_costs_nothing(tmp_path):
+    """The next student's worker is forked early; if its zygote goes meanwhile, it is replaced, not held against
+    the student."""
+    from autograder.judge import Judge
+    from autograder.sandbox import choose_sandbox
+    from autograder.submission import read_files
+    from autograder.workers import WorkerFactory
+
+    sandbox = choose_sandbox("auto")
+    factory = WorkerFactory(sandbox, tmp_path)
+    if not factory.forks:
+        factory.close()
+        pytest.skip("no warm zygote on this machine")
+    try:
+        files, problems = read_files(REFERENCE)
+        launch = factory.launcher(files, tmp_path)
+        ahead = launch()
+        factory.zygote.close()  # the zygote goes (torn down, or crashed) before the student is graded
+        result = Judge().grade("late", files, problems, sandbox, launch, worker=ahead)
+    finally:
+        factory.close()
+    assert result.score == result.max_score > 0
+    assert any("started ahead was lost" in note for note in result.notes)

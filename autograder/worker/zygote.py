@@ -132,18 +132,16 @@ class _Child:
     """A worker's parent process as the zygote sees it: its pid and the pipe on which it reports the worker's end."""
 
     def __init__(self, pid, report):
-        self.pid, self.report, self.status = pid, report, None
+        self.pid, self.report, self.status, self.lost = pid, report, None, False
 
     def wait(self, seconds):
         """The worker's wait status once it has ended (None if it is still running after ``seconds``)."""
-        if self.status is None and select.select([self.report], [], [], seconds)[0]:
+        if self.status is None and not self.lost and select.select([self.report], [], [], seconds)[0]:
             data = os.read(self.report, STATUS.size)
             if len(data) == STATUS.size:
                 self.status = STATUS.unpack(data)[0]
-            else:  # the parent itself was killed before it could report: its own status says how
-                _, own = os.waitpid(self.pid, 0)
-                self.pid = None
-                self.status = own if os.WIFSIGNALED(own) else (os.WEXITSTATUS(own) << 8)
+            else:  # the parent ended without reporting (killed by force): how the worker ended is unknown
+                self.lost = True
         return self.status
 
     def reap(self):
@@ -197,9 +195,12 @@ def main(argv):
                 if op == "kill" and child.pid is not None:
                     os.kill(child.pid, signal.SIGTERM)  # it kills its worker and reports after it (see _spawn)
                 status = child.wait(wait)
-                if status is None and op == "kill" and child.pid is not None:  # stuck: by force
+                if status is None and op == "kill" and child.pid is not None:
+                    # Stuck: the parent goes by force and its worker with it, but nothing here can confirm that
+                    # the worker's namespace is gone; the reply says so (no status) and the judge replaces this
+                    # whole sandbox.
                     os.kill(child.pid, signal.SIGKILL)
-                    status = child.wait(wait)
+                    child.lost = True
                 if status is not None:
                     ended[ident] = _describe(status)
             _send(control, {"status": ended.get(ident)})
@@ -207,7 +208,7 @@ def main(argv):
             for fd in fds:
                 os.close(fd)
             _send(control, {"error": f"cannot {op} {ident}"})
-        for done in [key for key, child in children.items() if key in ended and child.reap()]:
+        for done in [key for key, child in children.items() if (key in ended or child.lost) and child.reap()]:
             del children[done]
 
 
