@@ -141,20 +141,28 @@ def grading_rate(class_dir, jobs, sandbox="auto"):
     return per, cores
 
 
-def grading_throughput(class_size, emit, sandbox="auto"):
-    """Per-submission grading cost at --jobs 1 and 2, as ratios to a bare torch import measured alongside."""
+def grading_throughput(class_size, emit, sandbox="auto", rounds=2):
+    """Per-submission grading cost at --jobs 1 and 2, as ratios to a bare torch import measured alongside.
+
+    The two settings alternate for ``rounds`` rounds and each keeps its best, as the other comparisons do.
+    """
     unit = bare_torch_import()
     emit(f"bare 'python -c \"import torch\"': {unit:.2f} s (the unit below); {os.cpu_count()} cores")
-    results = {}
+    results, best = {}, {}
     with tempfile.TemporaryDirectory(prefix="mha-pe-bench-class-") as tmp:
         synthetic_class(tmp, max(class_size, 2))
+        for _ in range(max(rounds, 1)):
+            for jobs in (1, 2):
+                measured = grading_rate(tmp, jobs, sandbox)
+                if jobs not in best or measured[0] < best[jobs][0]:
+                    best[jobs] = measured
         for jobs in (1, 2):
-            per, cores = grading_rate(tmp, jobs, sandbox)
+            per, cores = best[jobs]
             results[jobs] = per / unit
             goal = f" (goal <= 0.15: {'met' if per / unit <= 0.15 else 'MISSED'})" if jobs == 1 else ""
             load = f"; {cores:.1f} cores busy" if cores is not None else ""
             emit(f"grading, --jobs {jobs}: {per:.3f} s per submission once under way ({max(class_size, 2)} "
-                 f"submissions) = {per / unit:.3f} torch imports{goal}{load}")
+                 f"submissions, best of {max(rounds, 1)}) = {per / unit:.3f} torch imports{goal}{load}")
     speedup = results[1] / results[2]
     emit(f"speed-up from --jobs 2: {speedup:.2f}x (goal: near-linear, close to 2x on 2 cores)")
     return {"grading_ratio_jobs1": results[1], "grading_ratio_jobs2": results[2], "grading_speedup": speedup}
@@ -202,7 +210,7 @@ def run_bench(repeats=5, emit=print, class_size=64, notebooks=4):
         )
         results[f"attention_ratio_{label.replace(' ', '_')}"] = ratio
     if class_size:
-        results.update(grading_throughput(class_size, emit))
+        results.update(grading_throughput(class_size, emit, rounds=min(repeats, 2)))
     if notebooks:
         results.update(notebook_stage(notebooks, emit))
     return results
