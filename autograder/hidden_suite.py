@@ -24,7 +24,8 @@ from .rubric import rubric_entry
 
 HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
 FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
-MARKS = {"graded", "parametrize", "hypothesis"}  # others (skip, xfail, usefixtures) would be silently ignored: refused instead
+# Marks the judge honours; others (skip, xfail, usefixtures) would be silently ignored, so they are refused.
+MARKS = {"graded", "parametrize", "hypothesis"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Outcome:
 
 
 def pytest_args(hidden_dir):
-    """Arguments for pytest over the hidden tests (also how an instructor runs them by hand)."""
+    """Arguments for pytest over the hidden tests in ``hidden_dir`` (their own pytest.ini, no cache)."""
     args = [str(hidden_dir), "-c", str(hidden_dir / "pytest.ini"), "--rootdir", str(hidden_dir), "-q",
             "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     for unused in ("cacheprovider", "junitxml", "pastebin", "doctest", "legacypath", "stepwise", "lfplugin"):
