@@ -81,31 +81,40 @@ def _describe_exit(code):
     return f"exit code {code}"
 
 
-class _SandboxEnd:
-    """Ends a bwrap sandbox and waits until everything in it is gone.
+class _Sandboxed:
+    """A process started in a bwrap sandbox (or plainly, with ``--sandbox none``), and how to end all of it.
 
     bwrap writes (``--info-fd``) the host pid of the sandbox's first process; the first process of a PID
     namespace ends only after every other process in it, so its end, seen through a pidfd taken while it
     surely lived, is the sandbox's end. bwrap's own process may exit before that.
     """
 
-    def __init__(self, sandbox):
-        self.info_r, self.info_w = os.pipe() if sandbox.mode == "bwrap" else (None, None)
-        self.pidfd = None
-
-    def started(self):
-        """After bwrap started: drop our copy of its end of the info pipe."""
-        if self.info_w is not None:
-            os.close(self.info_w)
-            self.info_w = None
+    def __init__(self, sandbox, command, pass_fds):
+        """``command(info_fd)`` gives ``(argv, env, cwd)``; ``pass_fds`` are the descriptors it talks over."""
+        self.info, self.pidfd = None, None
+        info_w = None
+        if sandbox.mode == "bwrap":
+            self.info, info_w = os.pipe()
+        argv, env, cwd = command(info_w)
+        try:
+            self.process = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=tuple(pass_fds) + (() if info_w is None else (info_w,)), start_new_session=True,
+            )
+        except BaseException:
+            self._close_info()
+            raise
+        finally:
+            if info_w is not None:
+                os.close(info_w)
 
     def watch(self, timeout=2.0):
         """Take a pidfd of the sandbox's first process (call while it is known to be alive)."""
-        if self.info_r is None or self.pidfd is not None:
+        if self.info is None or self.pidfd is not None:
             return
         data, deadline = b"", time.monotonic() + timeout
-        while time.monotonic() < deadline and select.select([self.info_r], [], [], deadline - time.monotonic())[0]:
-            chunk = os.read(self.info_r, 4096)
+        while time.monotonic() < deadline and select.select([self.info], [], [], deadline - time.monotonic())[0]:
+            chunk = os.read(self.info, 4096)
             if not chunk:
                 break
             data += chunk
@@ -116,23 +125,25 @@ class _SandboxEnd:
                         self.pidfd = os.pidfd_open(pid)
                 break
 
-    def end(self, process):
-        """Kill the sandbox (``process`` is its bwrap) and wait for all of it."""
+    def end(self):
+        """Kill the sandbox and wait for all of it."""
         if self.pidfd is not None:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-        if process.poll() is None:
+        if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)  # bwrap; the sandbox dies with it (--die-with-parent)
-        process.wait()
+                os.killpg(self.process.pid, signal.SIGKILL)  # bwrap; the sandbox dies with it (--die-with-parent)
+        self.process.wait()
         if self.pidfd is not None:
             select.select([self.pidfd], [], [], 5.0)
             os.close(self.pidfd)
             self.pidfd = None
-        for fd in (self.info_r, self.info_w):
-            if fd is not None:
-                os.close(fd)
-        self.info_r = self.info_w = None
+        self._close_info()
+
+    def _close_info(self):
+        if self.info is not None:
+            os.close(self.info)
+            self.info = None
 
 
 class WorkerProcess(_Channel):
@@ -141,19 +152,14 @@ class WorkerProcess(_Channel):
     def __init__(self, sandbox, submission_dir, scratch_dir):
         to_worker_r, to_worker = os.pipe()
         from_worker, from_worker_w = os.pipe()
-        self.sandbox_end = _SandboxEnd(sandbox)
-        info = self.sandbox_end.info_w
-        argv, env, cwd = sandboxes.worker_command(sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir,
-                                                  info_fd=info)
         try:
-            self.process = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(to_worker_r, from_worker_w) + (() if info is None else (info,)), start_new_session=True,
-            )
+            self.sandboxed = _Sandboxed(sandbox, lambda info: sandboxes.worker_command(
+                sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir, info_fd=info),
+                (to_worker_r, from_worker_w))
         finally:
             os.close(to_worker_r)
             os.close(from_worker_w)
-            self.sandbox_end.started()
+        self.process = self.sandboxed.process
         super().__init__(to_worker, from_worker, _CappedOutput(self.process.stdout, sandbox.limits.output_bytes))
 
     def ready(self, deadline):
@@ -162,7 +168,7 @@ class WorkerProcess(_Channel):
             if message.get("ready") is not True:
                 raise protocol.ProtocolError("the worker did not say hello")
             self.hello = message
-            self.sandbox_end.watch()  # no student code has run yet: the sandbox's first process is alive
+            self.sandboxed.watch()  # no student code has run yet: the sandbox's first process is alive
         return self.hello
 
     def exit_detail(self):
@@ -174,7 +180,7 @@ class WorkerProcess(_Channel):
 
     def close(self):
         self._close_pipes()
-        self.sandbox_end.end(self.process)
+        self.sandboxed.end()
         self.output.join(timeout=5)
 
 
@@ -214,17 +220,12 @@ class Zygote:
     def __init__(self, sandbox, scratch_dir):
         self.sandbox = sandbox
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sandbox_end = _SandboxEnd(sandbox)
-        info = self.sandbox_end.info_w
-        argv, env, cwd = sandboxes.zygote_command(sandbox, theirs.fileno(), scratch_dir, info_fd=info)
         try:
-            self.process = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT,
-                                            pass_fds=(theirs.fileno(),) + (() if info is None else (info,)),
-                                            start_new_session=True)
+            self.sandboxed = _Sandboxed(sandbox, lambda info: sandboxes.zygote_command(
+                sandbox, theirs.fileno(), scratch_dir, info_fd=info), (theirs.fileno(),))
         finally:
             theirs.close()
-            self.sandbox_end.started()
+        self.process = self.sandboxed.process
         self.log = _CappedOutput(self.process.stdout, 8192)
         self.hello = None
         self.count = 0
@@ -242,7 +243,7 @@ class Zygote:
     def ready(self, timeout):
         if self.hello is None:
             self.hello = self._receive(timeout)
-            self.sandbox_end.watch()
+            self.sandboxed.watch()
         return self.hello
 
     @property
@@ -292,7 +293,7 @@ class Zygote:
 
     def close(self):
         self.control.close()
-        self.sandbox_end.end(self.process)
+        self.sandboxed.end()
         self.log.join(timeout=5)
 
 
