@@ -4,6 +4,7 @@ import csv
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,33 @@ def test_a_worker_started_ahead_that_died_with_its_zygote_costs_nothing(tmp_path
         factory.close()
     assert result.score == result.max_score > 0
     assert any("started ahead was lost" in note for note in result.notes)
+
+
+def test_a_worker_that_ends_as_it_is_stopped_is_still_confirmed_gone(tmp_path):
+    """Closing a worker closes its pipes (so it ends by itself) and then stops it: the two race, and whichever
+    wins, the zygote must confirm the end. A lost confirmation tears down the zygote: a torch import per loss."""
+    from autograder.sandbox import choose_sandbox
+    from autograder.submission import read_files
+    from autograder.workers import WorkerFactory
+
+    sandbox = choose_sandbox("auto")
+    factory = WorkerFactory(sandbox, tmp_path)
+    if not factory.forks:
+        factory.close()
+        pytest.skip("no warm zygote on this machine")
+    try:
+        zygote = factory.zygote
+        files, _ = read_files(REFERENCE)
+        ends = []
+        for _ in range(60):
+            worker = zygote.spawn(files, sandbox.limits)
+            if len(ends) % 2:  # half are stopped at once, half once they serve requests
+                worker.request({"op": "nothing"}, [], time.monotonic() + 10)
+            worker._close_pipes()
+            time.sleep(0.0005 * (len(ends) % 5))  # vary which side wins
+            ends.append(zygote.kill(worker.ident))
+            worker.output.join(timeout=5)
+        assert None not in ends, f"{ends.count(None)} of {len(ends)} ends went unconfirmed"
+        assert factory.zygote is zygote and zygote.alive
+    finally:
+        factory.close()

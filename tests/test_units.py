@@ -72,3 +72,30 @@ def test_oversized_and_linked_files_are_refused(tmp_path):
     files, problems = read_files(tmp_path)
     assert set(files) == {"positional_encoding"}
     assert "larger than" in problems["heads"] and "not a regular file" in problems["attention"]
+
+
+def test_a_worker_is_stopped_through_a_handle_that_outlives_it():
+    """The zygote's stop handler may run after the worker was reaped; it must neither fail nor hit another pid."""
+    import os
+    import signal
+    import time
+
+    from autograder.worker.zygote import _kill_quietly
+
+    ended = os.fork()
+    if ended == 0:
+        os._exit(0)
+    handle = os.pidfd_open(ended)
+    os.waitpid(ended, 0)
+    _kill_quietly(handle)  # a bare os.kill(pid) would raise ProcessLookupError here, or kill a newcomer
+    os.close(handle)
+
+    running = os.fork()
+    if running == 0:
+        time.sleep(60)
+        os._exit(0)
+    handle = os.pidfd_open(running)
+    _kill_quietly(handle)
+    _, status = os.waitpid(running, 0)
+    os.close(handle)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL

@@ -100,10 +100,10 @@ def _spawn(fds, message, report):
     (slower) exit.
     """
     in_fd, out_fd, output_fd = fds
+    # Asked to stop (SIGTERM from the zygote), this process kills the worker and still waits for it. The zygote
+    # forked it with SIGTERM blocked, and it stays blocked until the handler is in place: a stop that comes
+    # early (even before the worker exists) waits for it rather than ending this process unreported.
     _isolate(int(message["limits"]["tmp_bytes"]))
-    # Asked to stop (SIGTERM from the zygote), this process kills the worker and still waits for it. Blocked
-    # until the worker's pid is known.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     pid = os.fork()
     if pid == 0:
         code = 70
@@ -113,13 +113,24 @@ def _spawn(fds, message, report):
             code = _worker(in_fd, out_fd, output_fd, message["limits"])
         finally:
             os._exit(code)
-    signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(pid, signal.SIGKILL))
+    # The stop may arrive just as the worker ends on its own (the judge closed its pipes): the handler then
+    # runs after the waitpid below has reaped it. A pidfd names this worker and no later holder of its pid.
+    pidfd = os.pidfd_open(pid)
+    signal.signal(signal.SIGTERM, lambda signum, frame: _kill_quietly(pidfd))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     for fd in fds:
         os.close(fd)
     _, status = os.waitpid(pid, 0)
     os.write(report, STATUS.pack(status))
     return 0
+
+
+def _kill_quietly(pidfd):
+    """SIGKILL the process behind ``pidfd``; one that has already ended (and been reaped) is no error."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _describe(status):
@@ -174,7 +185,10 @@ def main(argv):
             sys.stdout.flush()
             sys.stderr.flush()
             report, report_w = os.pipe()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # for the child; see _spawn
             pid = os.fork()
+            if pid != 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             if pid == 0:
                 code = 70
                 try:
