@@ -106,7 +106,9 @@ def _gradebook(args):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder",
+        description="The course kit for Multi-Head Attention and Positional Encoding: release, grade, report.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     rel = commands.add_parser("release", help="regenerate assignments/ from solutions/")

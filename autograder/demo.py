@@ -32,7 +32,8 @@ def sample_class(class_dir):
                 build(mutant, class_dir / f"{kind}-{mutant.id}")
     # Notebooks: the reference hands in the answered source, everyone else the blank release.
     for student in class_dir.iterdir():
-        source = SOURCE_NOTEBOOK if student.name == "reference" else paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
+        blank = paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
+        source = SOURCE_NOTEBOOK if student.name == "reference" else blank
         shutil.copyfile(source, student / NOTEBOOK)
     return sorted(entry.name for entry in class_dir.iterdir())
 

@@ -7,8 +7,9 @@ formgrader to grade the written answers; ``python -m autograder gradebook``
 then reads the final scores back from its database.
 
 Each notebook's kernel is started through :mod:`autograder.kernel_sandbox`,
-which runs it inside the same bwrap sandbox as the code workers (except for the
-network, which the kernel's channels need; see docs/security.md).
+which runs it inside the same bwrap sandbox as the code workers, network
+namespace included: its channels to nbgrader are Unix sockets (jupyter's
+``ipc`` transport), see docs/security.md.
 """
 
 import functools
@@ -157,11 +158,15 @@ def autograde(course_dir, submissions, sandbox, timeout=60, sandboxed_kernel=Tru
         os.chmod(course / "submitted" / nbid, 0o755)
     if ids:
         run_nbgrader(["generate_assignment", paths.ASSIGNMENT_ID, "--force"], course)  # the cells to grade, in the db
-        env = {"PYTHONPATH": str(paths.REPO_ROOT)}
-        if sandboxed_kernel:  # (the benchmark turns it off to time nbgrader's own kernel start)
-            env["JUPYTER_PATH"] = str(_kernel_spec(course, sandbox.mode, json.dumps(asdict(sandbox.limits))))
-        run_nbgrader(["autograde", paths.ASSIGNMENT_ID, "--create", "--force"], course,
-                     timeout=max(600, 30 * len(ids) * timeout), extra_env=env)
+        with tempfile.TemporaryDirectory(prefix="mha-pe-kernels-") as runtime:
+            env, options = {"PYTHONPATH": str(paths.REPO_ROOT), "JUPYTER_RUNTIME_DIR": runtime}, []
+            if sandboxed_kernel:  # (the benchmark turns it off to time nbgrader's own kernel start)
+                env["JUPYTER_PATH"] = str(_kernel_spec(course, sandbox.mode, json.dumps(asdict(sandbox.limits))))
+                # Unix-socket channels: the kernel needs no network, so its sandbox has none. Their path must be
+                # absolute: nbgrader and the kernel's launcher run in different folders.
+                options = ["--KernelManager.transport=ipc", f"--KernelManager.ip={runtime}/kernel"]
+            run_nbgrader(["autograde", paths.ASSIGNMENT_ID, "--create", "--force", *options], course,
+                         timeout=max(600, 30 * len(ids) * timeout), extra_env=env)
     grades.update(read_grades(course, ids))
     return grades
 

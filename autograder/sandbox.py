@@ -64,7 +64,8 @@ def _runtime_paths():
     ordered = sorted(roots, key=lambda p: len(p.parts))
     kept = []
     for path in ordered:
-        if not any(path == k or k in path.parents for k in kept) and path != Path("/usr") and Path("/usr") not in path.parents:
+        under_usr = path == Path("/usr") or Path("/usr") in path.parents
+        if not under_usr and not any(path == k or k in path.parents for k in kept):
             kept.append(path)
     return kept
 
@@ -118,10 +119,11 @@ def worker_environment(sandbox):
     return env
 
 
-def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None):
+def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None, writable=()):
     """The bwrap command line that runs ``command`` (a list) with the runtime, the worker code and ``binds``
-    (read-only ``(source, target)`` pairs). ``network=True`` keeps the host's network namespace; ``info_fd``
-    receives bwrap's JSON with the host pid of the sandbox's first process (whose end is the sandbox's end)."""
+    (read-only ``(source, target)`` pairs; ``writable`` ones are read-write). ``network=True`` keeps the host's
+    network namespace; ``info_fd`` receives bwrap's JSON with the host pid of the sandbox's first process (whose
+    end is the sandbox's end)."""
     env = worker_environment(sandbox)
     made = {Path("/tmp")}
     args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -137,6 +139,8 @@ def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None):
              "--ro-bind", str(WORKER_DIR), "/opt/grader/worker"]
     for source, target in binds:
         args += _parents_args(Path(target), made) + ["--ro-bind", str(source), str(target)]
+    for source, target in writable:
+        args += _parents_args(Path(target), made) + ["--bind", str(source), str(target)]
     args += ["--proc", "/proc", "--dev", "/dev"] + _gpu_args() + ["--chdir", str(cwd)]
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -168,13 +172,15 @@ def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=
             str(scratch_dir))
 
 
-def kernel_command(sandbox, notebook_dir, connection_file, command):
-    """The bwrap command line for a notebook kernel: its notebook folder and connection file, read-only.
+def kernel_command(sandbox, notebook_dir, channel_dir, command, network=False):
+    """The bwrap command line for a notebook kernel: its notebook folder read-only, and ``channel_dir`` (its
+    connection file and, with the ``ipc`` transport, the Unix sockets it binds) read-write.
 
-    The kernel keeps the host's network namespace: its channels to nbgrader are TCP sockets on localhost.
+    Without a network namespace of its own only ``ipc`` channels reach nbgrader; ``network=True`` (TCP
+    channels on localhost) keeps the host's.
     """
-    binds = [(notebook_dir, notebook_dir), (connection_file, connection_file)]
-    return _bwrap(sandbox, binds, command, network=True, cwd=notebook_dir)
+    return _bwrap(sandbox, [(notebook_dir, notebook_dir)], command, network=network, cwd=notebook_dir,
+                  writable=[(channel_dir, channel_dir)])
 
 
 def zygote_command(sandbox, control_fd, scratch_dir, info_fd=None):

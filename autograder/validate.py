@@ -54,7 +54,8 @@ def assess(results, bugs, variants):
     for student, result in sorted(results.items()):
         grader_notes = [note for note in result.notes if note.startswith(("grader problem", "grading failed"))]
         if student == "reference":
-            ok, problem = result.score == result.max_score > 0, "" if result.score == result.max_score else "not full marks"
+            ok = result.score == result.max_score > 0
+            problem = "" if result.score == result.max_score else "not full marks"
             kind = "reference"
         elif student == "stubs":
             ok, problem, kind = result.score == 0, "" if result.score == 0 else "stubs score points", "stubs"

@@ -3,8 +3,10 @@
 import csv
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -39,18 +41,56 @@ def student_notebook(path, answered=True, drop=()):
     return path
 
 
+class Listener:
+    """A TCP server on the grading machine's localhost that records every connection made to it."""
+
+    def __init__(self):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port, self.callers = self.server.getsockname()[1], []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.callers.append(connection.recv(64))
+            connection.close()
+
+    def close(self):
+        self.server.close()
+
+
+PROBE = """import socket
+try:  # what a notebook could send home, or to a service on the grading machine
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).sendall(b"reached the host")
+except OSError:
+    pass
+"""
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("notebooks")
     class_dir = root / "class"
-    for student in ("correct", "blank", "deleted-test-cell", "no-notebook"):
+    for student in ("correct", "blank", "deleted-test-cell", "no-notebook", "network-probe"):
         copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / student)
     student_notebook(class_dir / "correct" / notebooks.NOTEBOOK)
     shutil.copyfile(RELEASED, class_dir / "blank" / notebooks.NOTEBOOK)
     student_notebook(class_dir / "deleted-test-cell" / notebooks.NOTEBOOK, drop=("apply_test",))
+    listener = Listener()
+    probe = student_notebook(class_dir / "network-probe" / notebooks.NOTEBOOK)
+    cells = json.loads(probe.read_text())
+    apply = next(c for c in cells["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "apply_code")
+    apply["source"] = PROBE.format(port=listener.port) + apply["source"]
+    probe.write_text(json.dumps(cells))
     out = root / "out"
-    results = grade_class(class_dir, out, jobs=2, emit=lambda line: None)
-    return {result.student: result for result in results}, out, class_dir
+    try:
+        results = grade_class(class_dir, out, jobs=2, emit=lambda line: None)
+    finally:
+        listener.close()
+    return {result.student: result for result in results}, out, class_dir, listener.callers
 
 
 def notebook_points(result):
@@ -87,6 +127,17 @@ def test_a_blank_notebook_gets_zero_with_written_answers_pending(graded):
     assert result.extra["notebook_pending_manual"] == 13
 
 
+def test_a_notebook_cannot_reach_the_network(graded):
+    """The kernel's sandbox has a network namespace of its own; its channels to nbgrader are Unix sockets."""
+    from autograder.sandbox import choose_sandbox
+
+    if not choose_sandbox("auto").isolated:
+        pytest.skip("no sandbox on this machine: kernels run unisolated")
+    results, _, _, callers = graded
+    assert notebook_points(results["network-probe"]) == (3, 3), "the probe's notebook still runs and is graded"
+    assert callers == [], "a notebook reached a server on the grading machine"
+
+
 def test_a_deleted_test_cell_is_restored_and_graded(graded):
     result = graded[0]["deleted-test-cell"]
     apply = next(test for test in result.tests if test.id == "notebook::apply_test")
@@ -101,7 +152,7 @@ def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
 
 
 def test_the_gradebook_lists_pending_manual_points(graded):
-    _, out, _ = graded
+    _, out, _, _ = graded
     with open(out / "gradebook.csv", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     assert rows["correct"]["notebook"] == "3" and rows["correct"]["notebook_pending_manual"] == "13"
@@ -109,7 +160,7 @@ def test_the_gradebook_lists_pending_manual_points(graded):
 
 
 def test_feedback_shows_no_hidden_test_code(graded):
-    _, out, _ = graded
+    _, out, _, _ = graded
     for path in (out / "feedback").glob("*.md"):
         text = path.read_text()
         assert "head_dim(512" not in text and "HIDDEN" not in text and "assert " not in text
@@ -118,7 +169,7 @@ def test_feedback_shows_no_hidden_test_code(graded):
 def test_manual_grades_from_formgrader_reach_the_final_gradebook(graded):
     from nbgrader.api import Gradebook
 
-    results, out, _ = graded
+    results, out, _, _ = graded
     db = f"sqlite:///{out / 'nbgrader' / 'gradebook.db'}"
     with Gradebook(db) as gradebook:  # what an instructor does in formgrader, one written answer at a time
         notebook = gradebook.find_submission_notebook("check_your_understanding", "mha_pe",
@@ -137,7 +188,7 @@ def test_manual_grades_from_formgrader_reach_the_final_gradebook(graded):
 
 
 def test_skip_notebook_grades_the_code_alone(graded, tmp_path):
-    _, _, class_dir = graded
+    _, _, class_dir, _ = graded
     out = tmp_path / "out"
     results = grade_class(class_dir, out, jobs=2, skip_notebook=True, emit=lambda line: None)
     assert all(test.group != "notebook" for result in results for test in result.tests)

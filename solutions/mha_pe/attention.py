@@ -36,7 +36,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         ``(..., seq_q, seq_k)`` with each row summing to 1.
     """
     ### BEGIN SOLUTION
-    ### HINT: a blocked key should get weight exactly 0 after the softmax; think about which score makes exp() return 0.
+    ### HINT: a blocked key should get weight exactly 0 after the softmax; think about which score makes exp()
+    ### HINT: return 0.
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = (q * scale) @ k.transpose(-2, -1)  # (..., seq_q, seq_k)
     if mask is not None:
@@ -65,7 +66,8 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, num_heads):
         super().__init__()
         ### BEGIN SOLUTION
-        ### HINT: check the sizes, store num_heads and head_dim, then create the four layers with exactly the names above.
+        ### HINT: check the sizes, store num_heads and head_dim, then create the four layers with exactly the
+        ### HINT: names above.
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
         self.num_heads = num_heads
@@ -92,7 +94,8 @@ class MultiHeadAttention(nn.Module):
             ``(batch, num_heads, seq, seq)`` when ``return_weights`` is true.
         """
         ### BEGIN SOLUTION
-        ### HINT: project, split_heads, attend, combine_heads, out_proj: five steps, the heads.py helpers do the reshaping.
+        ### HINT: project, split_heads, attend, combine_heads, out_proj: five steps, the heads.py helpers do
+        ### HINT: the reshaping.
         q = split_heads(self.q_linear(x), self.num_heads)  # (batch, heads, seq, head_dim)
         k = split_heads(self.k_linear(x), self.num_heads)  # (batch, heads, seq, head_dim)
         v = split_heads(self.v_linear(x), self.num_heads)  # (batch, heads, seq, head_dim)

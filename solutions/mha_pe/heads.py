@@ -24,7 +24,8 @@ def split_heads(x, num_heads):
         ValueError: ``x`` is not 3-D, or ``d_model`` is not divisible by ``num_heads``.
     """
     ### BEGIN SOLUTION
-    ### HINT: first give the feature axis a (num_heads, head_dim) shape, then move the head axis in front of the sequence axis.
+    ### HINT: first give the feature axis a (num_heads, head_dim) shape, then move the head axis in front of
+    ### HINT: the sequence axis.
     if x.dim() != 3:
         raise ValueError(f"x must be (batch, seq, d_model), got {x.dim()} dimensions")
     d_model = x.shape[-1]
@@ -49,7 +50,8 @@ def combine_heads(x):
         ValueError: ``x`` is not 4-D.
     """
     ### BEGIN SOLUTION
-    ### HINT: undo split_heads in reverse order; after a transpose the memory is no longer contiguous, which .view() refuses.
+    ### HINT: undo split_heads in reverse order; after a transpose the memory is no longer contiguous, which
+    ### HINT: .view() refuses.
     if x.dim() != 4:
         raise ValueError(f"x must be (batch, heads, seq, head_dim), got {x.dim()} dimensions")
     x = x.transpose(1, 2)  # (batch, seq, heads, head_dim)

@@ -36,7 +36,8 @@ def get_positional_encoding(max_seq_len, d_model, base=10000.0):
         ValueError: ``max_seq_len < 1``, or ``d_model`` not a positive even integer.
     """
     ### BEGIN SOLUTION
-    ### HINT: check the arguments first; then build a (max_seq_len, 1) column of positions and a (d_model // 2,) row of frequencies: broadcasting gives every angle at once.
+    ### HINT: check the arguments first; then build a (max_seq_len, 1) column of positions and a (d_model //
+    ### HINT: 2,) row of frequencies: broadcasting gives every angle at once.
     if max_seq_len < 1:
         raise ValueError(f"max_seq_len must be at least 1, got {max_seq_len}")
     if d_model < 1 or d_model % 2 != 0:  # sin and cos come in pairs
@@ -79,7 +80,8 @@ def shift_matrix(k, d_model, base=10000.0):
         ValueError: ``d_model`` not a positive even integer.
     """
     ### BEGIN SOLUTION
-    ### HINT: check d_model first; then write sin((pos+k)w) and cos((pos+k)w) with the angle-addition formulas; the 2x2 block of each pair only involves cos(kw) and sin(kw).
+    ### HINT: check d_model first; then write sin((pos+k)w) and cos((pos+k)w) with the angle-addition
+    ### HINT: formulas; the 2x2 block of each pair only involves cos(kw) and sin(kw).
     if d_model < 1 or d_model % 2 != 0:
         raise ValueError(f"d_model must be a positive even integer, got {d_model}")
     even_dims = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,) = 2i

@@ -24,7 +24,9 @@ def test_attention_shapes_and_rows_sum_to_one():
     q, k, v = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
     out, weights = scaled_dot_product_attention(q, k, v)
     assert tuple(out.shape) == (2, 4, 5), f"output is (..., seq_q, d_v): expected (2, 4, 5), got {tuple(out.shape)}"
-    assert tuple(weights.shape) == (2, 4, 6), f"weights are (..., seq_q, seq_k): expected (2, 4, 6), got {tuple(weights.shape)}"
+    assert tuple(weights.shape) == (2, 4, 6), (
+        f"weights are (..., seq_q, seq_k): expected (2, 4, 6), got {tuple(weights.shape)}"
+    )
     assert torch.allclose(weights.sum(-1), torch.ones(2, 4), atol=1e-5), (
         "each query's weights must sum to 1: take the softmax over the last (key) dimension"
     )
@@ -44,7 +46,9 @@ def test_mask_blocks_keys():
     q, k, v = torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
     causal = torch.tril(torch.ones(3, 3, dtype=torch.bool))
     _, weights = scaled_dot_product_attention(q, k, v, mask=causal)
-    assert torch.all(weights[0][~causal] == 0), "where the mask is False the weight must be exactly 0 (True = may attend)"
+    assert torch.all(weights[0][~causal] == 0), (
+        "where the mask is False the weight must be exactly 0 (True = may attend)"
+    )
     assert torch.allclose(weights.sum(-1), torch.ones(1, 3), atol=1e-5), "masked rows must still sum to 1"
 
 
@@ -57,7 +61,9 @@ def test_module_layers_and_output_shape():
             f"{name} must be an nn.Linear(d_model, d_model)"
         )
     out = mha(torch.randn(2, 5, 16))
-    assert tuple(out.shape) == (2, 5, 16), f"self-attention keeps the input shape (batch, seq, d_model), got {tuple(out.shape)}"
+    assert tuple(out.shape) == (2, 5, 16), (
+        f"self-attention keeps the input shape (batch, seq, d_model), got {tuple(out.shape)}"
+    )
 
 
 def test_module_returns_per_head_weights():
@@ -79,7 +85,8 @@ def test_module_matches_torch_multihead_attention():
         "into contiguous heads, scale by sqrt(head_dim)"
     )
     assert torch.allclose(out, ref_out, atol=1e-5), (
-        "outputs differ from nn.MultiheadAttention with the same weights: concatenate the heads in order, then apply out_proj"
+        "outputs differ from nn.MultiheadAttention with the same weights: "
+        "concatenate the heads in order, then apply out_proj"
     )
 
 

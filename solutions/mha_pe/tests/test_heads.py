@@ -36,8 +36,12 @@ def test_combine_is_the_inverse_of_split():
     x = torch.randn(2, 5, 12)
     heads = split_heads(x, num_heads=3)
     back = combine_heads(heads)
-    assert tuple(back.shape) == (2, 5, 12), f"combine_heads must return (batch, seq, heads*head_dim), got {tuple(back.shape)}"
-    assert torch.equal(back, x), "combine_heads(split_heads(x, n)) must give back x exactly: glue the heads side by side in order"
+    assert tuple(back.shape) == (2, 5, 12), (
+        f"combine_heads must return (batch, seq, heads*head_dim), got {tuple(back.shape)}"
+    )
+    assert torch.equal(back, x), (
+        "combine_heads(split_heads(x, n)) must give back x exactly: glue the heads side by side in order"
+    )
 
 
 def test_split_rejects_indivisible_width_and_wrong_rank():

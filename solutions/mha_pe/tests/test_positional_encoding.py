@@ -34,7 +34,8 @@ def test_position_zero_is_sin0_cos0():
 def test_first_pair_is_sin_and_cos_of_the_position():
     pe = get_positional_encoding(6, 8)
     pos = torch.arange(6, dtype=torch.float32)
-    assert torch.allclose(pe[:, 0], torch.sin(pos), atol=1e-5) and torch.allclose(pe[:, 1], torch.cos(pos), atol=1e-5), (
+    first_pair = torch.stack((torch.sin(pos), torch.cos(pos)), dim=1)
+    assert torch.allclose(pe[:, :2], first_pair, atol=1e-5), (
         "the first feature pair has frequency 1 (exponent 0 whatever the base): column 0 must be sin(pos) and "
         "column 1 cos(pos); check that sine sits in the even column and cosine in the odd one"
     )
@@ -56,7 +57,9 @@ def test_base_changes_the_slow_frequencies():
         "the base argument sets how slowly the later pairs turn: with base=100 and d_model=4, "
         "column 2 must be sin(pos / 100**(2/4))"
     )
-    assert torch.allclose(slow[:, :2], fast[:, :2], atol=1e-6), "the first pair has exponent 0, so base must not change it"
+    assert torch.allclose(slow[:, :2], fast[:, :2], atol=1e-6), (
+        "the first pair has exponent 0, so base must not change it"
+    )
 
 
 @pytest.mark.parametrize("args", [(0, 8), (5, 7), (5, 0), (5, -2)])
@@ -81,8 +84,12 @@ def test_shift_matrix_moves_the_encoding_by_k(k):
 
 def test_module_adds_the_table_as_a_buffer():
     module = PositionalEncoding(8, max_seq_len=20)
-    assert "pe" in dict(module.named_buffers()), "keep the table with register_buffer('pe', ...) so it follows .to(device)"
-    assert not any(True for _ in module.parameters()), "the encoding is fixed, not learned: the module must have no parameters"
+    assert "pe" in dict(module.named_buffers()), (
+        "keep the table with register_buffer('pe', ...) so it follows .to(device)"
+    )
+    assert not any(True for _ in module.parameters()), (
+        "the encoding is fixed, not learned: the module must have no parameters"
+    )
     x = torch.randn(2, 5, 8)
     out = module(x)
     assert torch.allclose(out - x, get_positional_encoding(5, 8).expand(2, 5, 8), atol=1e-6), (
