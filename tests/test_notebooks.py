@@ -6,7 +6,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -86,11 +88,13 @@ def graded(tmp_path_factory):
     apply["source"] = PROBE.format(port=listener.port) + apply["source"]
     probe.write_text(json.dumps(cells))
     out = root / "out"
+    before = set(Path(tempfile.gettempdir()).iterdir())
     try:
         results = grade_class(class_dir, out, jobs=2, emit=lambda line: None)
     finally:
         listener.close()
-    return {result.student: result for result in results}, out, class_dir, listener.callers
+    left = {path.name for path in set(Path(tempfile.gettempdir()).iterdir()) - before}
+    return {result.student: result for result in results}, out, class_dir, listener.callers, left
 
 
 def notebook_points(result):
@@ -133,9 +137,14 @@ def test_a_notebook_cannot_reach_the_network(graded):
 
     if not choose_sandbox("auto").isolated:
         pytest.skip("no sandbox on this machine: kernels run unisolated")
-    results, _, _, callers = graded
+    results, _, _, callers, _ = graded
     assert notebook_points(results["network-probe"]) == (3, 3), "the probe's notebook still runs and is graded"
     assert callers == [], "a notebook reached a server on the grading machine"
+
+
+def test_grading_leaves_nothing_in_the_temporary_folder(graded):
+    """Kernels' channel folders, judges' scratch, workers' files: all removed when grading returns."""
+    assert graded[4] == set()
 
 
 def test_a_deleted_test_cell_is_restored_and_graded(graded):
@@ -152,7 +161,7 @@ def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
 
 
 def test_the_gradebook_lists_pending_manual_points(graded):
-    _, out, _, _ = graded
+    _, out, _, _, _ = graded
     with open(out / "gradebook.csv", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     assert rows["correct"]["notebook"] == "3" and rows["correct"]["notebook_pending_manual"] == "13"
@@ -160,7 +169,7 @@ def test_the_gradebook_lists_pending_manual_points(graded):
 
 
 def test_feedback_shows_no_hidden_test_code(graded):
-    _, out, _, _ = graded
+    _, out, _, _, _ = graded
     for path in (out / "feedback").glob("*.md"):
         text = path.read_text()
         assert "head_dim(512" not in text and "HIDDEN" not in text and "assert " not in text
@@ -169,7 +178,7 @@ def test_feedback_shows_no_hidden_test_code(graded):
 def test_manual_grades_from_formgrader_reach_the_final_gradebook(graded):
     from nbgrader.api import Gradebook
 
-    results, out, _, _ = graded
+    results, out, _, _, _ = graded
     db = f"sqlite:///{out / 'nbgrader' / 'gradebook.db'}"
     with Gradebook(db) as gradebook:  # what an instructor does in formgrader, one written answer at a time
         notebook = gradebook.find_submission_notebook("check_your_understanding", "mha_pe",
@@ -188,7 +197,7 @@ def test_manual_grades_from_formgrader_reach_the_final_gradebook(graded):
 
 
 def test_skip_notebook_grades_the_code_alone(graded, tmp_path):
-    _, _, class_dir, _ = graded
+    _, _, class_dir, _, _ = graded
     out = tmp_path / "out"
     results = grade_class(class_dir, out, jobs=2, skip_notebook=True, emit=lambda line: None)
     assert all(test.group != "notebook" for result in results for test in result.tests)
