@@ -245,56 +245,51 @@ def test_a_grader_side_failure_is_retried_once(tmp_path, monkeypatch):
     assert grading.needs_retry(grading.failed_result(task, choose_sandbox("auto"), "x"))
 
 
-def test_a_worker_started_ahead_that_died_with_its_zygote_costs_nothing(tmp_path):
+@pytest.fixture
+def warm_factory(tmp_path):
+    """A judge's worker factory whose workers are forked from a warm zygote (skips where there is none)."""
+    from autograder.sandbox import choose_sandbox
+    from autograder.workers import WorkerFactory
+
+    factory = WorkerFactory(choose_sandbox("auto"), tmp_path)
+    try:
+        if not factory.forks:
+            pytest.skip("no warm zygote on this machine")
+        yield factory
+    finally:
+        factory.close()
+
+
+def test_a_worker_started_ahead_that_died_with_its_zygote_costs_nothing(warm_factory, tmp_path):
     """The next student's worker is forked early; if its zygote goes meanwhile, it is replaced, not held against
     the student."""
     from autograder.judge import Judge
-    from autograder.sandbox import choose_sandbox
     from autograder.submission import read_files
-    from autograder.workers import WorkerFactory
 
-    sandbox = choose_sandbox("auto")
-    factory = WorkerFactory(sandbox, tmp_path)
-    if not factory.forks:
-        factory.close()
-        pytest.skip("no warm zygote on this machine")
-    try:
-        files, problems = read_files(REFERENCE)
-        launch = factory.launcher(files, tmp_path)
-        ahead = launch()
-        factory.zygote.close()  # the zygote goes (torn down, or crashed) before the student is graded
-        result = Judge().grade("late", files, problems, sandbox, launch, worker=ahead)
-    finally:
-        factory.close()
+    files, problems = read_files(REFERENCE)
+    launch = warm_factory.launcher(files, tmp_path)
+    ahead = launch()
+    warm_factory.zygote.close()  # the zygote goes (torn down, or crashed) before the student is graded
+    result = Judge().grade("late", files, problems, warm_factory.sandbox, launch, worker=ahead)
     assert result.score == result.max_score > 0
     assert any("started ahead was lost" in note for note in result.notes)
 
 
-def test_a_worker_that_ends_as_it_is_stopped_is_still_confirmed_gone(tmp_path):
+def test_a_worker_that_ends_as_it_is_stopped_is_still_confirmed_gone(warm_factory):
     """Closing a worker closes its pipes (so it ends by itself) and then stops it: the two race, and whichever
     wins, the zygote must confirm the end. A lost confirmation tears down the zygote: a torch import per loss."""
-    from autograder.sandbox import choose_sandbox
     from autograder.submission import read_files
-    from autograder.workers import WorkerFactory
 
-    sandbox = choose_sandbox("auto")
-    factory = WorkerFactory(sandbox, tmp_path)
-    if not factory.forks:
-        factory.close()
-        pytest.skip("no warm zygote on this machine")
-    try:
-        zygote = factory.zygote
-        files, _ = read_files(REFERENCE)
-        ends = []
-        for _ in range(60):
-            worker = zygote.spawn(files, sandbox.limits)
-            if len(ends) % 2:  # half are stopped at once, half once they serve requests
-                worker.request({"op": "nothing"}, [], time.monotonic() + 10)
-            worker._close_pipes()
-            time.sleep(0.0005 * (len(ends) % 5))  # vary which side wins
-            ends.append(zygote.kill(worker.ident))
-            worker.output.join(timeout=5)
-        assert None not in ends, f"{ends.count(None)} of {len(ends)} ends went unconfirmed"
-        assert factory.zygote is zygote and zygote.alive
-    finally:
-        factory.close()
+    zygote = warm_factory.zygote
+    files, _ = read_files(REFERENCE)
+    ends = []
+    for _ in range(60):
+        worker = zygote.spawn(files, warm_factory.sandbox.limits)
+        if len(ends) % 2:  # half are stopped at once, half once they serve requests
+            worker.request({"op": "nothing"}, [], time.monotonic() + 10)
+        worker._close_pipes()
+        time.sleep(0.0005 * (len(ends) % 5))  # vary which side wins
+        ends.append(zygote.kill(worker.ident))
+        worker.output.join(timeout=5)
+    assert None not in ends, f"{ends.count(None)} of {len(ends)} ends went unconfirmed"
+    assert warm_factory.zygote is zygote and zygote.alive

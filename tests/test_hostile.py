@@ -10,9 +10,7 @@ environment appears in any output.
 import hashlib
 import os
 import re
-import socket
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
@@ -220,31 +218,8 @@ def _alive_with(token):
     return alive
 
 
-class _Listener(threading.Thread):
-    """A loopback TCP server that counts connections (the network attack must reach none)."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen()
-        self.server.settimeout(0.2)
-        self.port, self.connections, self.stopped = self.server.getsockname()[1], 0, False
-        self.start()
-
-    def run(self):
-        while not self.stopped:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            connection.close()
-        self.server.close()
-
-
 @pytest.fixture(scope="module", params=["forked", "own-sandbox"])
-def attacked(request, tmp_path_factory):
+def attacked(request, tmp_path_factory, loopback_listener):
     """The class graded twice: workers forked from a warm zygote, and one sandbox per worker."""
     try:
         choose_sandbox("bwrap")
@@ -254,7 +229,7 @@ def attacked(request, tmp_path_factory):
     class_dir, out = root / "class", root / "out"
     canary = root / "canary.txt"
     canary.write_text("untouched")
-    listener = _Listener()
+    listener = loopback_listener
     attacks = _attacks(out, canary, listener.port, paths.REPO_ROOT)
     for student, code in attacks.items():
         folder = copy_package(STUBS, class_dir / student)
@@ -283,7 +258,6 @@ def attacked(request, tmp_path_factory):
             os.environ.pop("MHA_PE_GRADER_SECRET", None)
         else:
             os.environ["MHA_PE_GRADER_SECRET"] = old
-        listener.stopped = True
     yield {
         "results": {result.student: result for result in results},
         "out": out,

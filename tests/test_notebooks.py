@@ -3,12 +3,11 @@
 import csv
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -43,27 +42,6 @@ def student_notebook(path, answered=True, drop=()):
     return path
 
 
-class Listener:
-    """A TCP server on the grading machine's localhost that records every connection made to it."""
-
-    def __init__(self):
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port, self.callers = self.server.getsockname()[1], []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                return
-            self.callers.append(connection.recv(64))
-            connection.close()
-
-    def close(self):
-        self.server.close()
-
-
 PROBE = """import socket
 try:  # what a notebook could send home, or to a service on the grading machine
     socket.create_connection(("127.0.0.1", {port}), timeout=3).sendall(b"reached the host")
@@ -72,8 +50,16 @@ except OSError:
 """
 
 
+class Graded(NamedTuple):
+    results: dict  # student -> SubmissionResult
+    out: Path
+    class_dir: Path
+    network_reached: int  # connections the class's notebooks made to a server on the grading machine
+    left_in_tmp: set  # names grading left in the temporary folder
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, loopback_listener):
     root = tmp_path_factory.mktemp("notebooks")
     class_dir = root / "class"
     for student in ("correct", "blank", "deleted-test-cell", "no-notebook", "network-probe"):
@@ -81,20 +67,17 @@ def graded(tmp_path_factory):
     student_notebook(class_dir / "correct" / notebooks.NOTEBOOK)
     shutil.copyfile(RELEASED, class_dir / "blank" / notebooks.NOTEBOOK)
     student_notebook(class_dir / "deleted-test-cell" / notebooks.NOTEBOOK, drop=("apply_test",))
-    listener = Listener()
     probe = student_notebook(class_dir / "network-probe" / notebooks.NOTEBOOK)
     cells = json.loads(probe.read_text())
     apply = next(c for c in cells["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "apply_code")
-    apply["source"] = PROBE.format(port=listener.port) + apply["source"]
+    apply["source"] = PROBE.format(port=loopback_listener.port) + apply["source"]
     probe.write_text(json.dumps(cells))
     out = root / "out"
     before = set(Path(tempfile.gettempdir()).iterdir())
-    try:
-        results = grade_class(class_dir, out, jobs=2, emit=lambda line: None)
-    finally:
-        listener.close()
+    results = grade_class(class_dir, out, jobs=2, emit=lambda line: None)
     left = {path.name for path in set(Path(tempfile.gettempdir()).iterdir()) - before}
-    return {result.student: result for result in results}, out, class_dir, listener.callers, left
+    return Graded({result.student: result for result in results}, out, class_dir, loopback_listener.connections,
+                  left)
 
 
 def notebook_points(result):
@@ -119,14 +102,14 @@ def test_the_analyze_rubric_keeps_the_lessons_correction():
 
 
 def test_a_correct_notebook_gets_every_autograded_point(graded):
-    result = graded[0]["correct"]
+    result = graded.results["correct"]
     score, top = notebook_points(result)
     assert score == top == 3
     assert result.extra["notebook_pending_manual"] == 13, "written answers wait for the instructor"
 
 
 def test_a_blank_notebook_gets_zero_with_written_answers_pending(graded):
-    result = graded[0]["blank"]
+    result = graded.results["blank"]
     assert notebook_points(result) == (0, 3)
     assert result.extra["notebook_pending_manual"] == 13
 
@@ -137,31 +120,31 @@ def test_a_notebook_cannot_reach_the_network(graded):
 
     if not choose_sandbox("auto").isolated:
         pytest.skip("no sandbox on this machine: kernels run unisolated")
-    results, _, _, callers, _ = graded
-    assert notebook_points(results["network-probe"]) == (3, 3), "the probe's notebook still runs and is graded"
-    assert callers == [], "a notebook reached a server on the grading machine"
+    probe = graded.results["network-probe"]
+    assert notebook_points(probe) == (3, 3), "the probe's notebook still runs and is graded"
+    assert graded.network_reached == 0, "a notebook reached a server on the grading machine"
 
 
 def test_grading_leaves_nothing_in_the_temporary_folder(graded):
     """Kernels' channel folders, judges' scratch, workers' files: all removed when grading returns."""
-    assert graded[4] == set()
+    assert graded.left_in_tmp == set()
 
 
 def test_a_deleted_test_cell_is_restored_and_graded(graded):
-    result = graded[0]["deleted-test-cell"]
+    result = graded.results["deleted-test-cell"]
     apply = next(test for test in result.tests if test.id == "notebook::apply_test")
     assert apply.score == apply.max_score == 2
 
 
 def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
-    result = graded[0]["no-notebook"]
+    result = graded.results["no-notebook"]
     assert notebook_points(result) == (0, 3)
     assert "no check_your_understanding.ipynb" in result.extra["notebook_reason"]
     assert result.score == result.max_score - 3, "the code keeps its points"
 
 
 def test_the_gradebook_lists_pending_manual_points(graded):
-    _, out, _, _, _ = graded
+    out = graded.out
     with open(out / "gradebook.csv", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     assert rows["correct"]["notebook"] == "3" and rows["correct"]["notebook_pending_manual"] == "13"
@@ -169,7 +152,7 @@ def test_the_gradebook_lists_pending_manual_points(graded):
 
 
 def test_feedback_shows_no_hidden_test_code(graded):
-    _, out, _, _, _ = graded
+    out = graded.out
     for path in (out / "feedback").glob("*.md"):
         text = path.read_text()
         assert "head_dim(512" not in text and "HIDDEN" not in text and "assert " not in text
@@ -178,7 +161,7 @@ def test_feedback_shows_no_hidden_test_code(graded):
 def test_manual_grades_from_formgrader_reach_the_final_gradebook(graded):
     from nbgrader.api import Gradebook
 
-    results, out, _, _, _ = graded
+    results, out = graded.results, graded.out
     db = f"sqlite:///{out / 'nbgrader' / 'gradebook.db'}"
     with Gradebook(db) as gradebook:  # what an instructor does in formgrader, one written answer at a time
         notebook = gradebook.find_submission_notebook("check_your_understanding", "mha_pe",
@@ -197,7 +180,7 @@ def test_manual_grades_from_formgrader_reach_the_final_gradebook(graded):
 
 
 def test_skip_notebook_grades_the_code_alone(graded, tmp_path):
-    _, _, class_dir, _, _ = graded
+    class_dir = graded.class_dir
     out = tmp_path / "out"
     results = grade_class(class_dir, out, jobs=2, skip_notebook=True, emit=lambda line: None)
     assert all(test.group != "notebook" for result in results for test in result.tests)

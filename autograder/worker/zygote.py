@@ -187,8 +187,6 @@ def main(argv):
             report, report_w = os.pipe()
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # for the child; see _spawn
             pid = os.fork()
-            if pid != 0:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             if pid == 0:
                 code = 70
                 try:
@@ -199,6 +197,7 @@ def main(argv):
                     code = _spawn(fds, message, report_w)
                 finally:
                     os._exit(code)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             for fd in (*fds, report_w):
                 os.close(fd)
             children[ident] = _Child(pid, report)
