@@ -122,23 +122,27 @@ class _Finishes:
 
 
 def grading_rate(class_dir, jobs, sandbox="auto"):
-    """``(seconds per submission, cores busy)`` of the grade command once under way.
+    """``(seconds per submission end to end, seconds per submission once under way, cores busy)`` of the grade
+    command.
 
-    The rate is the slope of the finishing times after the first quarter of the class, so the once-per-run
-    start-up (judges, collecting the hidden tests, the warm worker) is not counted; cores busy is the
-    machine's busy CPU time over the same stretch (None where it cannot be read).
+    End to end is the whole command (sandbox probe, judges, collecting the hidden tests, the warm worker,
+    grading, reports and figures) divided by the class size: the goal's measure. Once under way is the slope of
+    the finishing times after the first quarter of the class (start-up not counted); cores busy is the
+    machine's busy CPU time over that stretch (None where it cannot be read).
     """
     from .grading import grade_class
 
     finishes = _Finishes()
     with tempfile.TemporaryDirectory(prefix="mha-pe-bench-out-") as out:
+        start = time.perf_counter()
         grade_class(class_dir, out, jobs=jobs, sandbox_mode=sandbox, emit=lambda line: None, progress=finishes,
                     skip_notebook=True)
+        whole = (time.perf_counter() - start) / max(len(finishes.marks), 1)
     first = len(finishes.marks) // 4
     (t0, cpu0), (t1, cpu1) = finishes.marks[first], finishes.marks[-1]
     per = (t1 - t0) / max(len(finishes.marks) - 1 - first, 1)
     cores = (cpu1 - cpu0) / max(t1 - t0, 1e-9) if cpu0 is not None and cpu1 is not None else None
-    return per, cores
+    return whole, per, cores
 
 
 def grading_throughput(class_size, emit, sandbox="auto", rounds=2):
@@ -157,12 +161,13 @@ def grading_throughput(class_size, emit, sandbox="auto", rounds=2):
                 if jobs not in best or measured[0] < best[jobs][0]:
                     best[jobs] = measured
         for jobs in (1, 2):
-            per, cores = best[jobs]
-            results[jobs] = per / unit
-            goal = f" (goal <= 0.15: {'met' if per / unit <= 0.15 else 'MISSED'})" if jobs == 1 else ""
+            whole, per, cores = best[jobs]
+            results[jobs] = whole / unit
+            goal = f" (goal <= 0.15: {'met' if whole / unit <= 0.15 else 'MISSED'})" if jobs == 1 else ""
             load = f"; {cores:.1f} cores busy" if cores is not None else ""
-            emit(f"grading, --jobs {jobs}: {per:.3f} s per submission once under way ({max(class_size, 2)} "
-                 f"submissions, best of {max(rounds, 1)}) = {per / unit:.3f} torch imports{goal}{load}")
+            emit(f"grading, --jobs {jobs}: {whole:.3f} s per submission end to end, start-up and reports included "
+                 f"({max(class_size, 2)} submissions, best of {max(rounds, 1)}) = {whole / unit:.3f} torch imports"
+                 f"{goal}; {per:.3f} s once under way{load}")
     speedup = results[1] / results[2]
     emit(f"speed-up from --jobs 2: {speedup:.2f}x (goal: near-linear, close to 2x on 2 cores)")
     return {"grading_ratio_jobs1": results[1], "grading_ratio_jobs2": results[2], "grading_speedup": speedup}
@@ -176,7 +181,7 @@ def notebook_stage(count, emit, sandbox_mode="auto"):
 
     sandbox = choose_sandbox(sandbox_mode)
     files, _ = read_files(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID)
-    entries = {f"student-{index:03d}": (SOURCE_NOTEBOOK, files) for index in range(count)}
+    entries = {f"student-{index:03d}": (SOURCE_NOTEBOOK.read_bytes(), files) for index in range(count)}
     seconds = {}
     for label, sandboxed in (("nbgrader's own autograde", False), ("this kit's notebook stage", True)):
         with tempfile.TemporaryDirectory(prefix="mha-pe-bench-nb-") as course:
@@ -190,7 +195,7 @@ def notebook_stage(count, emit, sandbox_mode="auto"):
     return {"notebook_seconds": seconds["this kit's notebook stage"], "notebook_ratio": ratio}
 
 
-def run_bench(repeats=5, emit=print, class_size=64, notebooks=4):
+def run_bench(repeats=5, emit=print, class_size=100, notebooks=4):
     """Print every ratio with its goal; return them as a dict for callers that want numbers."""
     reference = load_reference()
     emit(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {repeats}")

@@ -11,13 +11,14 @@ kit's tests run it against a simulated tree.
 import shutil
 import tempfile
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 from . import paths
 from .errors import KitError
 from .grading import grade_class
-from .notebooks import find_notebook
 from .results import save
+from .submission import NOTEBOOK, read_submission
 
 KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
 SETUP = """\
@@ -70,10 +71,20 @@ def run(root, emit=print):
         raise KitError(f"no submission folder at {submission}")
     with tempfile.TemporaryDirectory(prefix="mha-pe-gradescope-") as tmp:
         student = Path(tmp) / "class" / "submission"
-        shutil.copytree(submission, student, symlinks=True)
+        student.mkdir(parents=True)
+        # Only what intake accepts is copied (no links, devices or oversized files); what it refused is
+        # staged as absent and graded as such.
+        intake = read_submission(submission)
+        for module, data in intake.files.items():
+            (student / f"{module}.py").write_bytes(data)
+        if intake.notebook is not None:
+            (student / NOTEBOOK).write_bytes(intake.notebook)
         # A code-only Gradescope assignment has no notebook: grade the notebook only when one was handed in.
         results = grade_class(student.parent, Path(tmp) / "out", jobs=1, emit=emit,
-                              skip_notebook=find_notebook(student) is None)
+                              skip_notebook=intake.notebook is None)
+        if intake.notes():
+            results = [replace(results[0], notes=results[0].notes + tuple(intake.notes()),
+                               output="\n".join(filter(None, [results[0].output, *intake.notes()])))]
     result = results[0]
     save(result, root / "results" / "results.json")
     emit(f"results.json: {result.score:g} / {result.max_score:g}")

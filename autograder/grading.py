@@ -60,11 +60,25 @@ def _has_submission(folder):
     return bool(files)
 
 
+def _is_student(entry, skip):
+    """Whether a class folder entry is a student: a folder, or a link (graded as refused, so it is seen), not the
+    output folder, not a tool's folder; a hidden one only when it holds a submission."""
+    try:
+        if entry.name in NOT_STUDENTS or not (entry.is_symlink() or entry.is_dir()):
+            return False
+        if entry.is_symlink():
+            return not entry.name.startswith(".")
+        return entry.resolve() != skip and (not entry.name.startswith(".") or _has_submission(entry))
+    except OSError:  # unreadable: still a student, whose intake will say why
+        return True
+
+
 def discover(class_dir, out_dir=None):
     """``[(student id, folder)]`` sorted by id; KitError for a missing or empty class folder.
 
     An output folder placed inside the class folder is not a student, nor is a hidden folder (a name starting
-    with a dot, such as a tool's cache) unless it holds a submission.
+    with a dot, such as a tool's cache) unless it holds a submission. A student folder that is a symbolic link is
+    listed: intake refuses it with a note, so it is graded 0 rather than silently skipped or followed.
     """
     class_dir = Path(class_dir)
     skip = Path(out_dir).resolve() if out_dir else None
@@ -72,9 +86,7 @@ def discover(class_dir, out_dir=None):
         raise KitError(f"class folder not found: {class_dir}")
     if not class_dir.is_dir():
         raise KitError(f"not a folder: {class_dir}")
-    students = sorted((entry.name, entry) for entry in class_dir.iterdir()
-                      if entry.is_dir() and not entry.is_symlink() and entry.name not in NOT_STUDENTS
-                      and entry.resolve() != skip and (not entry.name.startswith(".") or _has_submission(entry)))
+    students = sorted((entry.name, entry) for entry in class_dir.iterdir() if _is_student(entry, skip))
     if not students:
         raise KitError(f"no student folders in {class_dir} (expected one folder per student)")
     return students
@@ -114,8 +126,19 @@ def prepare(task, factory, scratch_root):
         prepared.launch = factory.launcher(prepared.files, prepared.scratch)
         prepared.worker = prepared.launch()
     except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
-        prepared.error = "".join(traceback.format_exception_only(error)).strip()[-300:]
+        prepared.error = f"{NO_WORKER}: {_grader_error(error)}"
     return prepared
+
+
+NO_WORKER = "no worker could be started"
+
+
+def _grader_error(error):
+    """The grader's own exception in one bounded line: its type and where in the kit it was raised (its message
+    may quote the submission, so it stays out)."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if "/autograder/" in frame.filename]
+    place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(error).__name__}{place}"
 
 
 def grade_prepared(prepared, sandbox, judge):
@@ -127,16 +150,28 @@ def grade_prepared(prepared, sandbox, judge):
         return judge.grade(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
                            task.fingerprint, worker=prepared.worker)
     except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
-        detail = "".join(traceback.format_exception_only(error)).strip()
-        return failed_result(task, sandbox, detail[-300:])
+        return failed_result(task, sandbox, _grader_error(error))
     finally:
         shutil.rmtree(prepared.scratch, ignore_errors=True)
 
 
 def needs_retry(result):
-    """Whether grading broke on the grader's side (no worker could start, the judge raised)."""
-    return any(note.startswith(("grading failed", "grader problem", "no worker could be started"))
+    """Whether no worker could be started for this student: the grading machine's trouble, which a second try
+    may not meet. Nothing a submission does leads here (its crashes, hangs and malformed replies fail its own
+    tests), so a retry can never be a second chance bought by the submission."""
+    return any(note.startswith(f"grading failed: {NO_WORKER}") or note.startswith(NO_WORKER)
                for note in result.notes)
+
+
+def save_result(result, out_dir):
+    """Write ``result`` (atomically); a file-system error costs this student only: their result says so, and
+    is still returned."""
+    try:
+        records.save(result, result_path(out_dir, result.student))
+    except OSError as error:
+        note = f"the result could not be written ({os.strerror(error.errno or 0)})"
+        result = replace(result, notes=result.notes + (note,))
+    return result
 
 
 def judge_loop(tasks, sandbox, out_dir, done):
@@ -167,8 +202,7 @@ def judge_loop(tasks, sandbox, out_dir, done):
                     result = replace(retried, notes=retried.notes + ("graded a second time after a grader failure",))
                 if factory.note and factory.note not in result.notes:
                     result = replace(result, notes=result.notes + (factory.note,))
-                records.save(result, result_path(out_dir, current.task.student))
-                done(result)
+                done(save_result(result, out_dir))
                 current = following
         finally:
             factory.close()
@@ -241,8 +275,7 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
                             pending.insert(0, task)
                         else:
                             result = failed_result(task, sandbox, "the judge process stopped unexpectedly, twice")
-                            records.save(result, result_path(out_dir, task.student))
-                            on_done(result)
+                            on_done(save_result(result, out_dir))
                     assigned[child] = []
                     if pending:
                         start_child()
@@ -251,7 +284,10 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
                 finished = [task for task in assigned[child] if task.student == message.get("done")]
                 for task in finished:
                     assigned[child].remove(task)
-                    on_done(records.load(result_path(out_dir, task.student)))
+                    try:
+                        on_done(records.load(result_path(out_dir, task.student)))
+                    except (OSError, ValueError, KeyError):
+                        on_done(failed_result(task, sandbox, "its result could not be read back"))
                 if not child.stdin.closed:
                     feed(child)
         for child in children:
@@ -260,10 +296,12 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
 
 def _notebook_stage(tasks, graded, sandbox, out_dir, emit):
     """Autograde the graded students' notebooks with nbgrader and fold the points into their results."""
-    entries = {}
+    entries, refused = {}, {}
     for task in tasks:
-        files, _ = submissions.read_files(task.folder)
-        entries[task.student] = (notebooks.find_notebook(task.folder), files)
+        intake = submissions.read_submission(task.folder)
+        entries[task.student] = (intake.notebook, intake.files)
+        if intake.notebook is None and "notebook" in intake.problems:
+            refused[task.student] = f"{submissions.NOTEBOOK} was not used: {intake.problems['notebook']}"
     started = time.monotonic()
     try:
         grades = notebooks.autograde(Path(out_dir) / "nbgrader", entries, sandbox)
@@ -275,6 +313,8 @@ def _notebook_stage(tasks, graded, sandbox, out_dir, emit):
     merged = []
     for result in graded:
         grade = grades.get(result.student, notebooks.NotebookGrade(result.student, reason="not graded"))
+        if result.student in refused:
+            grade = notebooks.NotebookGrade(result.student, reason=refused[result.student])
         pending = sum(cell.max_score for cell in grade.cells if cell.pending)
         manual_max = sum(points for points, autograded in cells.values() if not autograded)
         extra = dict(result.extra, notebook_pending_manual=pending, notebook_manual_max=manual_max,
@@ -282,8 +322,7 @@ def _notebook_stage(tasks, graded, sandbox, out_dir, emit):
         if grade.reason:
             extra["notebook_reason"] = grade.reason
         result = replace(result, tests=result.tests + tuple(notebooks.notebook_tests(grade, cells)), extra=extra)
-        records.save(result, result_path(out_dir, result.student))
-        merged.append(result)
+        merged.append(save_result(result, out_dir))
     emit(f"notebooks: {len(entries)} graded by nbgrader in {time.monotonic() - started:.1f} s "
          f"({(time.monotonic() - started) / max(len(entries), 1):.2f} s each)")
     return merged
@@ -314,6 +353,11 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
     students = discover(class_dir, out_dir)
     if shard is not None:
         students = [(student, folder) for student, folder in students if in_shard(student, shard)]
+    clashes = submissions.colliding([student for student, _ in students])
+    if clashes:  # their outputs would overwrite another student's: refused, said, and the class goes on
+        emit(f"WARNING: not graded, their ids map to the same file name as another student's: "
+             f"{', '.join(sorted(ascii(student) for student in clashes))}")
+        students = [(student, folder) for student, folder in students if student not in clashes]
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise KitError(f"--out is not a folder: {out_dir}")
@@ -323,10 +367,10 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
     grader = submissions.grader_fingerprint()
     tasks, kept = [], []
     for student, folder in students:
-        files, _ = submissions.read_files(folder)
+        intake = submissions.read_submission(folder, notebook=not skip_notebook)
+        files = dict(intake.files)
         if not skip_notebook:  # the notebook is part of what was graded
-            notebook = notebooks.find_notebook(folder)
-            files = dict(files, **{"notebook": notebook.read_bytes() if notebook else b"none"})
+            files["notebook"] = intake.notebook if intake.notebook is not None else b"none"
         task = Task(student, str(folder), submissions.fingerprint(files, grader + ("" if skip_notebook else "+nb")))
         path = result_path(out_dir, student)
         if resume and path.exists():

@@ -22,6 +22,17 @@ from .sandbox import choose_sandbox
 from .workers import WorkerFactory
 
 
+CHECK_CRASHED = "the check could not use this submission's answer"
+NOTE_LIMIT = 300
+MAX_NOTES = 40
+OUTPUT_LIMIT = 64 << 10  # the submission's prints over all its workers (each is capped on its own too)
+
+
+def bounded(text, limit):
+    """``text`` cut to ``limit`` characters, saying so."""
+    return text if len(text) <= limit else text[: limit - 20] + " [... cut]"
+
+
 def _student_failure(error):
     """The SubmissionFailure behind ``error`` (looking through chains and exception groups), or None."""
     seen = set()
@@ -49,7 +60,14 @@ def _is_assertion(error):
 
 
 def _result_for(entry, outcome):
-    """The TestResult of one hidden test from its rubric entry and its Outcome; plus a grader problem or None."""
+    """The TestResult of one hidden test from its rubric entry and its Outcome; plus a note for the instructor
+    (or None).
+
+    A check that raises something other than an assertion or a SubmissionFailure has met an answer it could not
+    handle (a string where a number belongs, say): the test fails like any wrong answer. That can only come
+    from the submission's data (``validate`` proves every check passes on the reference), so it is never a
+    grader problem and never earns a second grading, and the note names only the check and the exception type.
+    """
     test_id, name, group, points, concept, visibility, award_if_skipped = entry
     if outcome.state == "passed":
         return TestResult(name, group, points, points, "passed", "", visibility, test_id), None
@@ -60,12 +78,11 @@ def _result_for(entry, outcome):
         return TestResult(name, group, 0, points, "failed", f"{concept}\nNot checked: {outcome.reason}.", visibility,
                           test_id), None
     failure = _student_failure(outcome.error)
-    problem = None
+    note = None
     if failure is None and not _is_assertion(outcome.error):
-        # Neither the student's code nor a check: the grader itself broke. Say so to the instructor.
-        problem = f"{test_id} raised {type(outcome.error).__name__}: {outcome.error}"[:300]
+        note = f"{test_id}: {CHECK_CRASHED} ({type(outcome.error).__name__})"
     output = concept if failure is None else f"{concept}\nWhat happened: {failure.summary}"
-    return TestResult(name, group, 0, points, "failed", output, visibility, test_id), problem
+    return TestResult(name, group, 0, points, "failed", output, visibility, test_id), note
 
 
 def collect_rubric(hidden_dir=HIDDEN_TESTS):
@@ -84,38 +101,44 @@ class Judge:
         self.reference = load_reference()
 
     def run_hidden_tests(self, submission):
-        """Run every hidden test against ``submission``; return ``(tests, problems)``."""
-        tests, problems = [], list(self.suite.problems)
+        """Run every hidden test against ``submission``; return ``(tests, notes, details)``: the results, notes
+        for the instructor, and ``{test id: the submission's own words}`` (instructor only)."""
+        tests, notes, details = [], [f"grader problem: {problem}" for problem in self.suite.problems], {}
         for case, outcome in self.suite.run({"student": submission, "reference": self.reference}):
-            result, problem = _result_for(case.entry, outcome)
+            result, note = _result_for(case.entry, outcome)
             tests.append(result)
-            if problem:
-                problems.append(problem)
-        return tests, problems
+            if note:
+                notes.append(note)
+            failure = _student_failure(outcome.error) if outcome.error is not None else None
+            if failure is not None and failure.detail:
+                details[result.id] = failure.detail
+        return tests, notes, details
 
     def grade(self, student, files, problems, sandbox, launch, fingerprint="", worker=None):
         """Grade one student's files (already read) and return the SubmissionResult; never raises for faults
         of the student's. ``launch()`` starts a fresh worker over these files (again after a crash); ``worker``
         is one already started."""
         started = time.monotonic()
-        remote = RemoteSubmission(sandbox, launch, worker=worker)
+        remote = RemoteSubmission(sandbox, launch, worker=worker, files=files)
         notes = []
         if not sandbox.isolated:
             notes.append(sandbox.note or "SANDBOX OFF: student code ran without isolation")
-        for module, problem in sorted(problems.items()):
-            if problem != "missing":
-                notes.append(f"{module}.py was not used: {problem}")
+        notes += submissions.Intake(problems=problems).notes()
         try:
             remote.forbidden = scan_submission(files)
-            tests, grader_problems = self.run_hidden_tests(remote)
+            tests, check_notes, details = self.run_hidden_tests(remote)
         finally:
             remote.close()  # the worker was started ahead: it is closed whatever happens here
-        notes += remote.events + [f"grader problem: {problem}" for problem in grader_problems]
+        notes = [bounded(note, NOTE_LIMIT) for note in notes + remote.events + check_notes][:MAX_NOTES]
+        extra = {}
         student_output = remote.output_text()
+        if student_output:  # the submission's prints: the instructor's view only
+            extra["student_output"] = bounded(student_output, OUTPUT_LIMIT)
+        if details:  # its exception messages, which may echo hidden inputs: the instructor's view only
+            extra["student_messages"] = {test: bounded(text, 400) for test, text in details.items()}
         return SubmissionResult(
             student=student, tests=tuple(tests), execution_time=time.monotonic() - started, output="\n".join(notes),
-            sandbox=sandbox.mode, fingerprint=fingerprint, notes=tuple(notes),
-            extra={"student_output": student_output} if student_output else {},
+            sandbox=sandbox.mode, fingerprint=fingerprint, notes=tuple(notes), extra=extra,
         )
 
 
@@ -126,7 +149,8 @@ def open_submission(folder, sandbox_mode="auto"):
     sandbox = choose_sandbox(sandbox_mode)
     with tempfile.TemporaryDirectory(prefix="mha-pe-grade-") as scratch:
         factory = WorkerFactory(sandbox, scratch)
-        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), forbidden=scan_submission(files))
+        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), forbidden=scan_submission(files),
+                                  files=files)
         try:
             yield remote
         finally:

@@ -24,9 +24,8 @@ from pathlib import Path
 
 from . import paths
 from .errors import KitError
-from .submission import locate, safe_name
+from .submission import NOTEBOOK, nbgrader_safe_name
 
-NOTEBOOK = "check_your_understanding.ipynb"
 SOURCE_NOTEBOOK = paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
 COURSE_CONFIG = """\
 # Written by python -m autograder grade: this folder is an nbgrader course for the notebook's grading.
@@ -83,18 +82,8 @@ def _release_notebook(source_bytes):
 
 
 def nbgrader_id(student):
-    """The student's id inside nbgrader (folder names and database keys): a safe file name without '%'."""
-    return safe_name(student).replace("%", "_pct_")
-
-
-def find_notebook(folder):
-    """The student's notebook in their folder (next to their module files, or anywhere below), or None."""
-    folder = Path(folder)
-    candidate = locate(folder) / NOTEBOOK
-    if candidate.is_file() and not candidate.is_symlink():
-        return candidate
-    found = sorted(path for path in folder.rglob(NOTEBOOK) if path.is_file() and not path.is_symlink())
-    return found[0] if found else None
+    """The student's id inside nbgrader (folder names and database keys): injective and length-bounded."""
+    return nbgrader_safe_name(student)
 
 
 @dataclass(frozen=True)
@@ -134,8 +123,8 @@ def _kernel_spec(course_dir, sandbox_mode, limits_json):
 def autograde(course_dir, submissions, sandbox, timeout=60, sandboxed_kernel=True):
     """Autograde every student's notebook with nbgrader; return ``{student: NotebookGrade}``.
 
-    ``submissions`` maps student id to ``(notebook path or None, {module: bytes})``; the module files go next to
-    the notebook so its experiments can import the student's own package.
+    ``submissions`` maps student id to ``(notebook bytes or None, {module: bytes})``, both as intake read them;
+    the module files go next to the notebook so its experiments can import the student's own package.
     """
     from dataclasses import asdict
 
@@ -151,7 +140,7 @@ def autograde(course_dir, submissions, sandbox, timeout=60, sandboxed_kernel=Tru
         if target.exists():
             shutil.rmtree(target)
         target.mkdir(parents=True)
-        shutil.copyfile(notebook, target / NOTEBOOK)
+        (target / NOTEBOOK).write_bytes(notebook)
         shutil.copyfile(paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / "__init__.py", target / "__init__.py")
         for module, data in files.items():
             (target / f"{module}.py").write_bytes(data)

@@ -11,17 +11,62 @@ killed and the next call starts a fresh one: only the tests that depend on the
 broken call lose points.
 """
 
+import builtins
+import re
 import time
 
 from .worker import contract, protocol
+
+# What the judge keeps of a student's text (exception messages, type names): enough for the instructor.
+TEXT_LIMIT = 400
+NAME_LIMIT = 100
+# Type names that may appear in student-visible feedback: Python's own (a class the submission defines may carry
+# any text in its name, hidden inputs included).
+PUBLIC_TYPES = frozenset(name for name, value in vars(builtins).items() if isinstance(value, type)) | {
+    "Tensor", "Parameter", "NoneType", "function", "module", "MissingFile", "MissingName"}
+_WHERE = re.compile(r"^(%s)\.py:(\d{1,6})$" % "|".join(map(re.escape, contract.MODULES)))
+
+
+def _text(value, limit=TEXT_LIMIT):
+    """A string the worker sent, as a bounded ``str`` (anything else becomes empty)."""
+    if not isinstance(value, str):
+        return ""
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+def public_type(mro, fallback="an exception of a class of its own"):
+    """The most specific of Python's own type names in ``mro`` (a list of names the worker sent), or
+    ``fallback``."""
+    for name in mro:
+        if name in PUBLIC_TYPES:
+            return name
+    return fallback
+
+
+def clean_record(record, lines=None):
+    """A worker's error record with every field checked and bounded; ``lines`` maps module -> line count, to
+    check ``where`` against the student's files."""
+    record = record if isinstance(record, dict) else {}
+    mro = record.get("mro")
+    mro = [_text(item, NAME_LIMIT) for item in mro[:20]] if isinstance(mro, list) else []
+    kind = _text(record.get("type"), NAME_LIMIT) or "Exception"
+    where = _text(record.get("where"), 200)
+    match = _WHERE.match(where)
+    if not match or (lines is not None and not 1 <= int(match.group(2)) <= lines.get(match.group(1), 0)):
+        where = None
+    return {"type": kind, "mro": mro or [kind], "message": _text(record.get("message")), "where": where,
+            "cause": _text(record.get("cause"), NAME_LIMIT), "module": _text(record.get("module"), NAME_LIMIT)}
 
 
 # ---------------------------------------------------------------- failures
 
 class SubmissionFailure(Exception):
-    """The student's code did not produce an answer; ``summary`` is safe to show to the student."""
+    """The student's code did not produce an answer; ``summary`` is safe to show to the student (the judge's
+    words, type names of Python's own and places in the student's files: never text the submission chose, which
+    could echo hidden inputs); ``detail`` is the submission's own text, for the instructor only."""
 
     summary = "your code did not produce an answer"
+    detail = ""
 
     def __str__(self):
         return self.summary
@@ -32,29 +77,30 @@ class StudentError(SubmissionFailure):
 
     def __init__(self, name, record):
         super().__init__()
-        self.name, self.type = name, str(record.get("type", "Exception"))
-        self.mro = [str(item) for item in record.get("mro", [])]
-        self.message, self.where = str(record.get("message", "")), record.get("where")
+        self.name, self.type, self.mro = name, record["type"], record["mro"]
+        self.message, self.where = record["message"], record["where"]
         place = f" at {self.where}" if self.where else ""
-        self.summary = f"{name} raised {self.type}{place}: {self.message}"
+        self.summary = f"{name} raised {public_type(self.mro)}{place}"
+        self.detail = f"{self.type}: {self.message}"
 
     def is_a(self, type_name):
         return type_name in self.mro
 
 
 class ImportFailure(SubmissionFailure):
-    def __init__(self, module, record):
+    def __init__(self, module, record, label=""):
         super().__init__()
         self.module = module
-        cause, where = record.get("cause") or record.get("type"), record.get("where")
-        message = record.get("message", "")
+        cause, where = record["cause"] or record["type"], record["where"]
+        missing = label.split(".")[0] if label.split(".")[0] in contract.NAMES else "a name the tests need"
         if cause == "MissingFile":
             self.summary = f"{module}.py is missing from the submission"
         elif cause == "MissingName":
-            self.summary = f"{module}.py does not define {message.split(' is not defined')[0]}"
+            self.summary = f"{module}.py does not define {missing}"
         else:
             place = f" ({where})" if where else ""
-            self.summary = f"{module}.py could not be imported: {cause}{place}: {message}"
+            self.summary = f"{module}.py could not be imported: {public_type([cause, *record['mro']])}{place}"
+            self.detail = f"{cause}: {record['message']}"
 
 
 class WorkerCrash(SubmissionFailure):
@@ -134,9 +180,11 @@ class RemoteObject:
 class RemoteSubmission:
     """One student's submission behind a (restartable) sandboxed worker."""
 
-    def __init__(self, sandbox, launch, forbidden=None, worker=None):
+    def __init__(self, sandbox, launch, forbidden=None, worker=None, files=None):
         self.sandbox, self.launch = sandbox, launch  # launch() starts a fresh worker over this submission
         self.forbidden = forbidden or {}  # name -> set of APIs found by the static scan
+        # Line counts of the student's files: a place the worker names must exist in them.
+        self.lines = {module: data.count(b"\n") + 1 for module, data in (files or {}).items()}
         self.limits = sandbox.limits
         self.deadline = time.monotonic() + self.limits.submission_seconds
         self.worker = worker
@@ -171,7 +219,7 @@ class RemoteSubmission:
             detail = self.worker.exit_detail()
             self._discard(f"the worker failed to start ({detail})")
             raise WorkerCrash(label, f"the grading process failed to start: {detail}") from None
-        self.cuda = bool(hello.get("cuda"))
+        self.cuda = hello.get("cuda") is True
         return self.worker
 
     def _check_spare(self):
@@ -233,30 +281,37 @@ class RemoteSubmission:
             if key in message:
                 message[key] = protocol.encode(message[key], blobs)
         try:
-            reply, reply_blobs = worker.request(message, blobs, deadline)
+            reply, reply_blobs = worker.request(message, blobs, deadline, self.limits.reply_bytes)
         except protocol.ChannelTimeout:
             self._discard(f"{label} ran past its time limit; the worker was restarted")
             if remaining <= call_limit:
                 raise SubmissionTimeout(self.limits.submission_seconds) from None
             raise CallTimeout(label, call_limit) from None
         except (protocol.ProtocolError, OSError) as error:
+            # Whatever the worker sent or did, it is the submission's doing: its tests fail as after a crash.
             detail = worker.exit_detail() if isinstance(error, protocol.ChannelClosed) else "it sent a malformed reply"
             self._discard(f"{label} stopped the worker ({detail}); the worker was restarted")
             raise WorkerCrash(label, detail) from None
-        if reply.get("forbidden"):
-            raise ForbiddenCall(label, [str(api) for api in reply["forbidden"]][:5])
+        forbidden = reply.get("forbidden")
+        if forbidden:
+            known = set(contract.FORBIDDEN.values())
+            apis = [api for api in forbidden if isinstance(api, str) and api in known] if isinstance(
+                forbidden, list) else []
+            raise ForbiddenCall(label, apis[:5] or sorted(known)[:1])
         if "error" in reply:
-            record = reply["error"] if isinstance(reply["error"], dict) else {}
-            if record.get("type") == "ImportFailed":
-                module = str(record.get("module") or message.get("module"))
-                failure = ImportFailure(module, record)
+            record = clean_record(reply["error"], self.lines)
+            if record["type"] == "ImportFailed":
+                module = record["module"] if record["module"] in contract.MODULES else message.get("module")
+                if module not in contract.MODULES:
+                    module = contract.NAMES.get(message.get("name"), contract.MODULES[0])
+                failure = ImportFailure(module, record, label)
                 self.broken_modules[module] = failure
                 raise failure
             raise StudentError(label, record)
         try:
             return protocol.decode(reply.get("value"), reply_blobs)
-        except protocol.ProtocolError as error:
-            self._discard(f"{label}: malformed reply ({error}); the worker was restarted")
+        except Exception:  # noqa: BLE001 - any malformed value is the submission's fault, never the grader's
+            self._discard(f"{label}: the worker sent a malformed reply; the worker was restarted")
             raise WorkerCrash(label, "it sent a malformed reply") from None
 
     def request(self, name, label, message):
@@ -283,7 +338,8 @@ class RemoteSubmission:
         value = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
                                           "device": device})
         if isinstance(value, protocol.Handle):
-            raise BadValue(name, f"an object of type {value.type}")
+            kind = public_type([value.type], None)
+            raise BadValue(name, f"an object of type {kind}" if kind else "an object of a class of its own")
         return value
 
     def new(self, name, *args, device=None, **kwargs):

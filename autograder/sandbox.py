@@ -39,6 +39,7 @@ class Limits:
     submission_seconds: float = 240.0
     start_seconds: float = 60.0
     output_bytes: int = 32 << 10
+    reply_bytes: int = 64 << 20  # one reply from a worker, JSON and tensor bytes together
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,9 @@ def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None, wri
         args += _parents_args(Path(target), made) + ["--ro-bind", str(source), str(target)]
     for source, target in writable:
         args += _parents_args(Path(target), made) + ["--bind", str(source), str(target)]
-    args += ["--proc", "/proc", "--dev", "/dev"] + _gpu_args() + ["--chdir", str(cwd)]
+    args += ["--proc", "/proc", "--dev", "/dev"] + _gpu_args()
+    # bwrap's /dev/shm would be an uncapped tmpfs; POSIX shared memory gets the same cap as /tmp.
+    args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/dev/shm", "--chdir", str(cwd)]
     for key, value in env.items():
         args += ["--setenv", key, value]
     args += ["--setenv", "PYTHONPATH", "/opt/grader"]

@@ -1,64 +1,279 @@
-"""Find a student's files in their folder and stage a clean copy of them for the worker.
+"""Take in a student's folder: read their files safely, and name their outputs safely.
 
-Only the three module files are staged, as regular files of bounded size:
-a symlink (to the solutions, say) or an oversized file is left out and
-reported, never followed.
+A student folder is untrusted input laid out by the student. It is read
+without following anything: every path component is opened with
+``O_NOFOLLOW`` relative to the folder's own descriptor, so a symbolic link
+(to the solutions, to a classmate's repository), a device or a FIFO is
+refused with a note, never read; files and notebooks over a size cap are
+refused, and so is a folder holding more entries than a student repository
+plausibly does. Reading never raises: whatever goes wrong becomes a note in
+that student's result.
 """
 
+from __future__ import annotations
+
+import errno
 import hashlib
 import os
 import shutil
 import stat
-import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
 from .worker import contract
 
 MAX_FILE_BYTES = 1 << 20
+MAX_NOTEBOOK_BYTES = 8 << 20
+MAX_ENTRIES = 5000  # folders and files looked at in one student's folder (version control's own folders aside)
+MAX_DEPTH = 8
+NOTEBOOK = "check_your_understanding.ipynb"
 # Where the three files may sit inside a student's folder, most specific first.
-LAYOUTS = (Path("assignments") / contract.PACKAGE, Path(contract.PACKAGE), Path("."))
+LAYOUTS = (("assignments", contract.PACKAGE), (contract.PACKAGE,), ())
+SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", ".venv", "node_modules"}
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def locate(folder):
-    """The folder inside ``folder`` that holds the student's module files (the first layout with any of them)."""
-    folder = Path(folder)
-    for layout in LAYOUTS:
-        candidate = folder / layout
-        if candidate.is_dir() and not candidate.is_symlink():
-            if any((candidate / f"{module}.py").exists() or (candidate / f"{module}.py").is_symlink()
-                   for module in contract.MODULES):
-                return candidate
-    return folder
+class Refused(Exception):
+    """A path that may not be read; the message is one line for the student's result."""
 
 
-def _regular_file(path):
-    """The file's bytes when it is a regular file (not a link) of bounded size; else a reason."""
+@dataclass(frozen=True)
+class Intake:
+    """What was read from one student folder: the module files, the notebook, and why anything was left out.
+
+    ``problems`` maps a module (or ``"folder"``, ``"notebook"``) to a one-line reason; ``"missing"`` means the
+    file is simply not there.
+    """
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    notebook: bytes | None = None
+    problems: dict[str, str] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        """The problems worth telling the student and the instructor about (a missing file says so itself)."""
+        notes = []
+        for what, problem in sorted(self.problems.items()):
+            if problem == "missing":
+                continue
+            label = {"folder": "the submission folder", "notebook": NOTEBOOK}.get(what, f"{what}.py")
+            notes.append(f"{label} was not used: {problem}")
+        return notes
+
+
+def _open_folder(path: Path) -> int:
+    """A descriptor of the student folder itself; Refused when it is a link or not a folder."""
     try:
-        info = os.lstat(path)
+        if os.path.islink(path):  # O_DIRECTORY | O_NOFOLLOW says ENOTDIR for a link: name it for what it is
+            raise Refused("it is a symbolic link (links are not followed)")
+        return os.open(path, _DIRECTORY)
+    except OSError as error:
+        raise Refused(_why(error, "folder")) from None
+
+
+def _why(error: OSError, kind: str) -> str:
+    if error.errno in (errno.ELOOP, errno.EMLINK):
+        return "it is a symbolic link (links are not followed)"
+    if error.errno == errno.ENOTDIR:
+        return f"not a {kind}"
+    if error.errno == errno.ENOENT:
+        return "missing"
+    return f"it could not be read ({os.strerror(error.errno or 0) or 'error'})"
+
+
+def _open_child_folder(parent: int, name: str) -> int | None:
+    """A descriptor of the folder ``name`` inside ``parent``; None when it is absent, a link or not a folder."""
+    try:
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        return None
+    try:
+        return os.open(name, _DIRECTORY, dir_fd=parent)
+    except OSError:
+        return None
+
+
+def read_regular(parent: int, name: str, cap: int) -> bytes:
+    """The bytes of the regular file ``name`` in the folder ``parent`` (a descriptor); Refused otherwise.
+
+    Checked before opening (so a device or FIFO is never opened) and again on the open descriptor (so a file
+    swapped for a link in between is refused too); at most ``cap`` bytes are ever read.
+    """
+    try:
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
-        return None, "missing"
+        raise Refused("missing") from None
+    except OSError as error:
+        raise Refused(_why(error, "file")) from None
+    if stat.S_ISLNK(info.st_mode):
+        raise Refused("it is a symbolic link (links are not followed)")
     if not stat.S_ISREG(info.st_mode):
-        return None, "not a regular file (links are not followed)"
-    if info.st_size > MAX_FILE_BYTES:
-        return None, f"larger than {MAX_FILE_BYTES // 1024} KiB"
-    return Path(path).read_bytes(), None
+        raise Refused("not a regular file (a folder, device or pipe)")
+    if info.st_size > cap:
+        raise Refused(f"larger than {cap // 1024} KiB")
+    try:
+        fd = os.open(name, _FILE, dir_fd=parent)
+    except OSError as error:
+        raise Refused(_why(error, "file")) from None
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            raise Refused("it changed while being read")
+        chunks, size = [], 0
+        while size <= cap:
+            chunk = os.read(fd, min(1 << 20, cap + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > cap:
+        raise Refused(f"larger than {cap // 1024} KiB")
+    return b"".join(chunks)
 
 
-def read_files(folder):
-    """``({module: bytes}, {module: reason it is unusable})`` for the student's three files."""
-    source = locate(folder)
+def _walk(root: int, budget: list[int], depth: int = 0, where: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Relative paths of the regular files below ``root`` (a descriptor), links not followed; Refused when the
+    folder holds more than ``MAX_ENTRIES`` entries (``budget`` counts them down)."""
+    try:
+        with os.scandir(root) as entries:
+            names = []
+            for entry in entries:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    raise Refused(f"it holds more than {MAX_ENTRIES} files and folders")
+                names.append((entry.name, entry.is_dir(follow_symlinks=False), entry.is_file(follow_symlinks=False)))
+    except OSError as error:
+        raise Refused(_why(error, "folder")) from None
+    for name, is_dir, is_file in sorted(names):
+        if is_file:
+            yield (*where, name)
+        elif is_dir and name not in SKIPPED_FOLDERS and depth < MAX_DEPTH:
+            child = _open_child_folder(root, name)
+            if child is not None:
+                try:
+                    yield from _walk(child, budget, depth + 1, (*where, name))
+                finally:
+                    os.close(child)
+
+
+def _module_folder(root: int) -> tuple[int, list[str]]:
+    """The descriptor of the first layout folder holding any module file (the root itself at worst), and notes
+    about layout folders that were links."""
+    notes = []
+    for layout in LAYOUTS:
+        fds, current = [], root
+        for name in layout:
+            try:
+                info = os.stat(name, dir_fd=current, follow_symlinks=False)
+            except OSError:
+                current = None
+                break
+            if stat.S_ISLNK(info.st_mode):
+                notes.append(f"{'/'.join(layout[:layout.index(name) + 1])} is a symbolic link (links are not followed)")
+            current = _open_child_folder(current, name)
+            if current is None:
+                break
+            fds.append(current)
+        found = current is not None and any(
+            _exists(current, f"{module}.py") for module in contract.MODULES)
+        for fd in fds[:-1] if found else fds:
+            os.close(fd)
+        if found:
+            return current, notes
+    return root, notes
+
+
+def _exists(parent: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=parent, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+
+
+def read_submission(folder: str | os.PathLike, notebook: bool = True) -> Intake:
+    """Read a student folder (the repository layout or the files laid flat); never raises.
+
+    The module files come from the first layout that holds any of them; the notebook is the one beside them, or
+    else the first found below the folder.
+    """
+    try:
+        root = _open_folder(Path(folder))
+    except Refused as refused:
+        return Intake(problems={"folder": str(refused)})
+    try:
+        return _read(root, notebook)
+    except Refused as refused:
+        return Intake(problems={"folder": str(refused)})
+    except OSError as error:  # anything else the file system says: this student's problem only
+        return Intake(problems={"folder": f"it could not be read ({os.strerror(error.errno or 0)})"})
+    finally:
+        os.close(root)
+
+
+def _read(root: int, want_notebook: bool) -> Intake:
+    budget = [MAX_ENTRIES]
+    found = list(_walk(root, budget))  # bounds the whole folder before anything in it is read
+    source, layout_notes = _module_folder(root)
     files, problems = {}, {}
-    for module in contract.MODULES:
-        data, problem = _regular_file(source / f"{module}.py")
-        if data is None:
-            problems[module] = problem
-        else:
-            files[module] = data
-    return files, problems
+    try:
+        for module in contract.MODULES:
+            try:
+                files[module] = read_regular(source, f"{module}.py", MAX_FILE_BYTES)
+            except Refused as refused:
+                problems[module] = str(refused)
+        notebook = None
+        if want_notebook:
+            notebook = _read_notebook(root, source, found, problems)
+    finally:
+        if source != root:
+            os.close(source)
+    if layout_notes:
+        problems["folder"] = "; ".join(layout_notes)
+    return Intake(files, notebook, problems)
 
 
-def stage(files, destination):
+def _read_notebook(root: int, source: int, found: list[tuple[str, ...]], problems: dict) -> bytes | None:
+    candidates = [path for path in found if path[-1] == NOTEBOOK]
+    if _exists(source, NOTEBOOK):
+        try:
+            return read_regular(source, NOTEBOOK, MAX_NOTEBOOK_BYTES)
+        except Refused as refused:
+            problems["notebook"] = str(refused)
+            return None
+    for path in candidates:
+        fds, current = [], root
+        try:
+            for name in path[:-1]:
+                current = _open_child_folder(current, name)
+                if current is None:
+                    break
+                fds.append(current)
+            if current is not None:
+                return read_regular(current, path[-1], MAX_NOTEBOOK_BYTES)
+        except Refused as refused:
+            problems["notebook"] = str(refused)
+            return None
+        finally:
+            for fd in fds:
+                os.close(fd)
+    return None
+
+
+def read_files(folder: str | os.PathLike) -> tuple[dict[str, bytes], dict[str, str]]:
+    """``({module: bytes}, {module: reason it is unusable})`` for the student's three files."""
+    intake = read_submission(folder, notebook=False)
+    return intake.files, intake.problems
+
+
+def stage(files: dict[str, bytes], destination: str | os.PathLike) -> Path:
     """Write the student's files, world-readable, into a fresh ``destination`` folder; return it."""
     destination = Path(destination)
     if destination.exists():
@@ -66,13 +281,14 @@ def stage(files, destination):
     destination.mkdir(parents=True)
     destination.chmod(0o755)
     for module, data in files.items():
-        target = destination / f"{module}.py"
-        target.write_bytes(data)
-        target.chmod(0o644)
+        if module in contract.MODULES:
+            target = destination / f"{module}.py"
+            target.write_bytes(data)
+            target.chmod(0o644)
     return destination
 
 
-def grader_fingerprint():
+def grader_fingerprint() -> str:
     """Hash of everything that decides a grade: the engine, the hidden tests and the reference."""
     digest = hashlib.sha256()
     for root in (paths.REPO_ROOT / "autograder", paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID):
@@ -81,7 +297,7 @@ def grader_fingerprint():
     return digest.hexdigest()[:16]
 
 
-def fingerprint(files, grader):
+def fingerprint(files: dict[str, bytes], grader: str) -> str:
     """Identifies a (submission, grader) pair, so ``--resume`` can skip work already done."""
     digest = hashlib.sha256(grader.encode())
     for module in sorted(files):
@@ -89,9 +305,54 @@ def fingerprint(files, grader):
     return digest.hexdigest()[:16]
 
 
-def safe_name(student):
-    """A file name for a student id: reversible, no path tricks (``..``, leading dot or dash), any unicode safe."""
-    name = urllib.parse.quote(student, safe=" ")
-    if name.startswith((".", "-")) or not name:
-        name = "%" + format(ord(student[0]), "02X") + name[1:] if student else "%00"
-    return name
+# ---------------------------------------------------------------- names for student ids
+
+MAX_NAME = 100  # characters of a name made from an id; well under any file system's 255 bytes
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def _escaped(student: str, keep: frozenset, escape: str, long_mark: str) -> str:
+    """An injective, length-bounded name for ``student``: characters in ``keep`` stay (a leading ``.`` or ``-``
+    never does), every other character becomes ``escape`` + the hex of its UTF-8 bytes. A name longer than
+    ``MAX_NAME`` keeps a prefix and ends in ``long_mark`` + a hash of the whole id; ``long_mark`` cannot occur
+    in a short name, so short and long names never meet."""
+    parts = []
+    for index, char in enumerate(student):
+        if char in keep and not (index == 0 and char in ".-"):
+            parts.append(char)
+        else:
+            parts.append("".join(f"{escape}{byte:02X}" for byte in char.encode("utf-8", "surrogatepass")))
+    name = "".join(parts)
+    if name and len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    prefix, used = [], 0
+    for part in parts:  # whole characters only: a cut escape could read as another character
+        if used + len(part) > MAX_NAME - len(long_mark) - len(digest):
+            break
+        prefix.append(part)
+        used += len(part)
+    return "".join(prefix) + long_mark + digest
+
+
+def safe_name(student: str) -> str:
+    """A file name for a student id: injective, at most ``MAX_NAME`` characters, no path tricks (``..``, a
+    leading dot or dash, ``/``), any unicode safe. Common ids stay readable (``alice``, ``a b``)."""
+    return _escaped(student, _PLAIN | frozenset(" ._-"), "%", "~")
+
+
+def nbgrader_safe_name(student: str) -> str:
+    """The student's id for nbgrader (folder names and database keys): letters, digits and ``-`` stay, the rest
+    becomes ``_XX``; injective and length-bounded like :func:`safe_name`."""
+    return _escaped(student, _PLAIN | frozenset("-"), "_", "_zz")
+
+
+def colliding(students: list[str]) -> set[str]:
+    """Ids whose file names (results, feedback, nbgrader) would be the same as an earlier id's."""
+    seen: dict[str, str] = {}
+    clashes = set()
+    for student in students:
+        for name in (safe_name(student), "nb:" + nbgrader_safe_name(student)):
+            if seen.setdefault(name, student) != student:
+                clashes.add(student)
+    return clashes

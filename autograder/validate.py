@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import paths
 from .grading import grade_class
+from .judge import CHECK_CRASHED
 from .mutants import build, copy_package, load_catalogue
 
 CATALOGUE = paths.REPO_ROOT / "tests" / "catalogue"
@@ -52,7 +53,8 @@ def assess(results, bugs, variants):
     """Turn graded results into verdicts (pure: no grading happens here)."""
     verdicts = []
     for student, result in sorted(results.items()):
-        grader_notes = [note for note in result.notes if note.startswith(("grader problem", "grading failed"))]
+        grader_notes = [note for note in result.notes if note.startswith(("grader problem", "grading failed"))
+                        or (student not in bugs and CHECK_CRASHED in note)]  # correct code must not crash a check
         if student == "reference":
             ok = result.score == result.max_score > 0
             problem = "" if result.score == result.max_score else "not full marks"

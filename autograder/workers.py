@@ -55,11 +55,15 @@ class _Channel:
     def __init__(self, to_worker, from_worker, output):
         self._to_worker, self._from_worker, self.output = to_worker, from_worker, output
         self.imported = set()
+        os.set_blocking(to_worker, False)  # writes wait for the worker with the call's deadline, never forever
 
-    def request(self, message, blobs, deadline):
+    def request(self, message, blobs, deadline, max_reply=protocol.MAX_BLOB):
+        """Send one request and read its reply, both before ``deadline``; a reply over ``max_reply`` bytes is
+        refused unread."""
         nonce = os.urandom(8).hex()
-        protocol.send(self._to_worker, dict(message, nonce=nonce), blobs)
-        reply, reply_blobs = protocol.receive(self._from_worker, deadline)
+        protocol.send(self._to_worker, dict(message, nonce=nonce), blobs, deadline)
+        reply, reply_blobs = protocol.receive(self._from_worker, deadline, min(max_reply, protocol.MAX_JSON),
+                                              max_reply)
         if reply.get("nonce") != nonce:
             raise protocol.ProtocolError("a reply that answers no request")
         return reply, reply_blobs
@@ -275,8 +279,13 @@ class Zygote:
             os.close(from_worker)
             raise protocol.ChannelClosed(f"the zygote could not start a worker: {reply.get('error')}")
         names = sorted(files)
-        protocol.send(to_worker, {"files": names}, [files[name] for name in names])
-        return ForkedWorker(self, ident, to_worker, from_worker, output)
+        worker = ForkedWorker(self, ident, to_worker, from_worker, output)
+        try:  # the worker reads its files before any student code runs; a deadline all the same
+            protocol.send(to_worker, {"files": names}, [files[name] for name in names], time.monotonic() + 30)
+        except protocol.ProtocolError:
+            worker.close()
+            raise
+        return worker
 
     def _ask(self, message):
         try:

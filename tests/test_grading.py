@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -222,7 +223,9 @@ def test_single_job_through_the_cli_and_the_sandbox_flag(tmp_path):
     assert result.sandbox == "none" and any("without isolation" in note for note in result.notes)
 
 
-def test_a_grader_side_failure_is_retried_once(tmp_path, monkeypatch):
+def test_only_a_worker_that_could_not_start_is_retried(tmp_path, monkeypatch):
+    """The grading machine's trouble earns one more try; nothing a submission can cause does (a second try would
+    be a second chance: learn in the first run, do better in the second)."""
     from autograder import grading
     from autograder.sandbox import choose_sandbox
 
@@ -232,7 +235,7 @@ def test_a_grader_side_failure_is_retried_once(tmp_path, monkeypatch):
     def flaky(prepared, sandbox, judge):
         calls.append(prepared.task.student)
         if len(calls) == 1:
-            return grading.failed_result(prepared.task, sandbox, "the zygote vanished")
+            return grading.failed_result(prepared.task, sandbox, f"{grading.NO_WORKER}: the zygote vanished")
         return real(prepared, sandbox, judge)
 
     monkeypatch.setattr(grading, "grade_prepared", flaky)
@@ -242,7 +245,11 @@ def test_a_grader_side_failure_is_retried_once(tmp_path, monkeypatch):
     grading.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append)
     assert calls == ["alice", "alice"]
     assert done[0].score == done[0].max_score and "graded a second time" in done[0].notes[-1]
-    assert grading.needs_retry(grading.failed_result(task, choose_sandbox("auto"), "x"))
+    sandbox = choose_sandbox("auto")
+    assert grading.needs_retry(grading.failed_result(task, sandbox, f"{grading.NO_WORKER}: x"))
+    assert not grading.needs_retry(grading.failed_result(task, sandbox, "RuntimeError at judge.py:1"))
+    crashed = replace(done[0], notes=("grader problem: x", "test_x: the check could not use this submission's answer"))
+    assert not grading.needs_retry(crashed)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from autograder import paths
 from autograder.hidden_suite import HIDDEN_TESTS, HiddenSuite
 from autograder.hidden_tests.support import each_case
-from autograder.judge import _result_for
+from autograder.judge import CHECK_CRASHED, _result_for
 
 INI = "[pytest]\npython_files = check_*.py\naddopts = -p no:cacheprovider --import-mode=importlib\n" \
       "markers =\n    graded: rubric line\n"
@@ -75,10 +75,14 @@ def test_each_outcome_is_captured_as_a_value(demo_suite):
     assert [outcomes[f"test_param[{n}]"].state for n in (1, 2)] == ["passed", "failed"]
 
 
-def test_a_crashing_check_is_a_grader_problem_and_a_skip_can_keep_its_points(demo_suite):
+def test_a_crashing_check_fails_the_test_without_blaming_the_grader_and_a_skip_can_keep_its_points(demo_suite):
+    """A check that raises on an answer fails like a wrong answer: no grader problem (which would earn a second
+    grading), and the note names the check and the exception type, never its message."""
     results = {case.entry[0]: _result_for(case.entry, outcome)
                for case, outcome in demo_suite.run({"student": "S", "reference": "R"})}
-    assert results["test_crashes"][1] and "RuntimeError" in results["test_crashes"][1]
+    crashed, note = results["test_crashes"]
+    assert crashed.score == 0 and crashed.status == "failed"
+    assert note == f"test_crashes: {CHECK_CRASHED} (RuntimeError)" and not note.startswith("grader problem")
     assert results["test_fails"][1] is None  # a failed check is the student's, not the grader's
     skipped, problem = results["test_skips"]
     assert skipped.score == skipped.max_score == 3 and problem is None

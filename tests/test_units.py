@@ -71,7 +71,7 @@ def test_oversized_and_linked_files_are_refused(tmp_path):
     (tmp_path / "positional_encoding.py").write_text("ok = 1\n")
     files, problems = read_files(tmp_path)
     assert set(files) == {"positional_encoding"}
-    assert "larger than" in problems["heads"] and "not a regular file" in problems["attention"]
+    assert "larger than" in problems["heads"] and "symbolic link" in problems["attention"]
 
 
 def test_a_worker_is_stopped_through_a_handle_that_outlives_it():

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from ..figures import pass_rate_chart, score_histogram
 from ..results import write_atomic
+from .escape import markdown
 
 
 def pass_rates(results):
@@ -33,7 +34,7 @@ def render(results, figures):
     if flagged:
         lines += ["", "## Needs a look", ""]
         for result in flagged:
-            lines.append(f"- **{result.student}**: " + "; ".join(" ".join(note.split())[:200] for note in result.notes))
+            lines.append(f"- **{markdown(result.student)}**: " + "; ".join(markdown(note[:200]) for note in result.notes))
     return "\n".join(lines) + "\n"
 
 

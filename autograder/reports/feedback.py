@@ -4,13 +4,14 @@ from pathlib import Path
 
 from ..results import write_atomic
 from ..submission import safe_name
+from .escape import markdown
 
 SHOWN = ("visible", "after_due_date", "after_published")
 
 
 def render(result):
     """The Markdown feedback of one student (a pure function of the record)."""
-    lines = [f"# Feedback for {result.student}", "", f"**Score: {result.score:g} / {result.max_score:g}**", ""]
+    lines = [f"# Feedback for {markdown(result.student)}", "", f"**Score: {result.score:g} / {result.max_score:g}**", ""]
     if result.output.startswith("grading failed"):
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
     lines += ["| part | points |", "| --- | --- |"]

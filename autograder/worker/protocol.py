@@ -10,7 +10,10 @@ JSON trees in which a few tagged objects stand for what JSON lacks::
 
 Decoding accepts nothing else, maps dtype names through a fixed table and
 builds tensors with ``torch.frombuffer``: a hostile worker can send wrong
-numbers, but never code.
+numbers, but never code. It is bounded before anything is built: the frame's
+sizes are checked against the reader's caps before its bytes are read, the
+tree's depth and size are capped, and each blob backs at most one tensor (so
+a reply cannot make the judge hold more tensor bytes than it sent).
 """
 
 import json
@@ -25,6 +28,8 @@ import torch
 HEADER = struct.Struct("<II")
 MAX_JSON = 16 << 20
 MAX_BLOB = 1 << 30
+MAX_DEPTH = 32  # nesting of a decoded value (the contract's values are a few levels deep)
+MAX_NODES = 100_000  # items in one decoded value
 
 DTYPES = {
     "float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -94,56 +99,79 @@ def _encode_tensor(tensor, blobs):
 
 
 def decode(node, blobs):
-    """Inverse of :func:`encode`; raises ProtocolError for anything not made by it."""
-    if node is None or isinstance(node, (bool, int, float, str)):
-        return node
-    if isinstance(node, list):
-        return [decode(item, blobs) for item in node]
-    if not isinstance(node, dict) or not node:
-        raise ProtocolError(f"unexpected value {type(node).__name__}")
-    if "__tensor__" in node:
-        return _decode_tensor(node, blobs)
-    if len(node) == 1:
-        (tag, body), = node.items()
-        if tag == "__tuple__" and isinstance(body, list):
-            return tuple(decode(item, blobs) for item in body)
-        if tag == "__dict__" and isinstance(body, list):
-            return {str(key): decode(item, blobs) for key, item in body}
-        if tag == "__float__" and body in ("nan", "inf", "-inf"):
-            return float(body)
-        if tag == "__dtype__" and body in DTYPES:
-            return DTYPES[body]
-        if tag == "__unsupported__":
-            return Unsupported(str(body)[:100])
-    if set(node) == {"__handle__", "type"}:
-        return Handle(int(node["__handle__"]), str(node["type"])[:100])
-    raise ProtocolError(f"unexpected object with keys {sorted(node)[:5]}")
+    """Inverse of :func:`encode`; raises ProtocolError for anything not made by it (or too deep, too big, or
+    using a blob twice)."""
+    return _Decoder(blobs).decode(node, 0)
 
 
-def _decode_tensor(node, blobs):
-    dtype = DTYPES.get(node.get("dtype"))
-    shape = node.get("shape")
-    device = node.get("device")
-    if dtype is None or device not in DEVICES or not isinstance(shape, list):
-        raise ProtocolError("malformed tensor description")
-    if not all(isinstance(size, int) and 0 <= size < 1 << 40 for size in shape):
-        raise ProtocolError("malformed tensor shape")
-    if device == "meta":
-        return torch.empty(shape, dtype=dtype, device="meta")
-    index = node["__tensor__"]
-    if not isinstance(index, int) or not 0 <= index < len(blobs):
-        raise ProtocolError("tensor refers to a missing blob")
-    data = blobs[index]
-    numel = math.prod(shape)
-    if len(data) != numel * torch.empty((), dtype=dtype).element_size():
-        raise ProtocolError("tensor bytes do not match its shape")
-    if numel == 0:
-        tensor = torch.empty(shape, dtype=dtype)
-    else:
-        tensor = torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
-    if device != "cpu":
-        tensor.source_device = device  # a CPU copy of a tensor that lived on the GPU
-    return tensor
+class _Decoder:
+    def __init__(self, blobs):
+        self.blobs, self.used, self.nodes = blobs, set(), 0
+
+    def decode(self, node, depth):
+        self.nodes += 1
+        if depth > MAX_DEPTH or self.nodes > MAX_NODES:
+            raise ProtocolError("a value nested too deeply or too large")
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            return [self.decode(item, depth + 1) for item in node]
+        if not isinstance(node, dict) or not node:
+            raise ProtocolError("unexpected value")
+        if "__tensor__" in node:
+            return self.tensor(node)
+        if len(node) == 1:
+            (tag, body), = node.items()
+            if tag == "__tuple__" and isinstance(body, list):
+                return tuple(self.decode(item, depth + 1) for item in body)
+            if tag == "__dict__" and isinstance(body, list):
+                if not all(isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) for pair in body):
+                    raise ProtocolError("malformed dict")
+                return {key: self.decode(item, depth + 1) for key, item in body}
+            if tag == "__float__" and body in ("nan", "inf", "-inf"):
+                return float(body)
+            if tag == "__dtype__" and body in DTYPES:
+                return DTYPES[body]
+            if tag == "__unsupported__" and isinstance(body, str):
+                return Unsupported(body[:100])
+        if set(node) == {"__handle__", "type"} and _is_int(node["__handle__"]) and isinstance(node["type"], str):
+            return Handle(node["__handle__"], node["type"][:100])
+        raise ProtocolError("unexpected object")
+
+    def tensor(self, node):
+        dtype = DTYPES.get(node.get("dtype")) if isinstance(node.get("dtype"), str) else None
+        shape = node.get("shape")
+        device = node.get("device")
+        if dtype is None or device not in DEVICES or not isinstance(shape, list) or len(shape) > 16:
+            raise ProtocolError("malformed tensor description")
+        if not all(_is_int(size) and 0 <= size < 1 << 40 for size in shape):
+            raise ProtocolError("malformed tensor shape")
+        if device == "meta":
+            if math.prod(shape) > 1 << 40:
+                raise ProtocolError("malformed tensor shape")
+            return torch.empty(shape, dtype=dtype, device="meta")
+        index = node["__tensor__"]
+        if not _is_int(index) or not 0 <= index < len(self.blobs):
+            raise ProtocolError("tensor refers to a missing blob")
+        if index in self.used:
+            raise ProtocolError("a blob used twice")
+        self.used.add(index)
+        data = self.blobs[index]
+        numel = math.prod(shape)
+        if len(data) != numel * torch.empty((), dtype=dtype).element_size():
+            raise ProtocolError("tensor bytes do not match its shape")
+        if numel == 0:
+            tensor = torch.empty(shape, dtype=dtype)
+        else:
+            tensor = torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+        if device != "cpu":
+            tensor.source_device = device  # a CPU copy of a tensor that lived on the GPU
+        return tensor
+
+
+def _is_int(value):
+    """A JSON integer (``True`` is an int to Python, not to the protocol)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def device_of(tensor):
@@ -177,14 +205,27 @@ class Unsupported:
 
 # ---------------------------------------------------------------- frames
 
-def send(fd, message, blobs=()):
-    """Write one frame: the JSON ``message`` and the byte strings ``blobs``."""
+def send(fd, message, blobs=(), deadline=None):
+    """Write one frame: the JSON ``message`` and the byte strings ``blobs``.
+
+    With a ``deadline`` (monotonic time) ``fd`` must be non-blocking: a reader that stops reading cannot hold
+    the writer past it (ChannelTimeout).
+    """
     sizes = [len(blob) for blob in blobs]
     body = json.dumps(dict(message, blob_sizes=sizes), allow_nan=False, separators=(",", ":")).encode()
     data = HEADER.pack(len(body), sum(sizes)) + body + b"".join(blobs)
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise ChannelTimeout("the other side stopped reading")
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            continue
+        except BrokenPipeError:
+            raise ChannelClosed("the other side closed the channel") from None
         view = view[written:]
 
 
@@ -203,19 +244,22 @@ def _read_exactly(fd, size, deadline):
     return b"".join(chunks)
 
 
-def receive(fd, deadline=None):
-    """Read one frame; return ``(message dict, list of blobs)``. ``deadline`` is a monotonic time."""
+def receive(fd, deadline=None, max_json=MAX_JSON, max_blob=MAX_BLOB):
+    """Read one frame; return ``(message dict, list of blobs)``. ``deadline`` is a monotonic time; a frame whose
+    header announces more than ``max_json`` bytes of JSON or ``max_blob`` bytes of blobs is refused before any of
+    it is read."""
     json_size, blob_size = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
-    if json_size > MAX_JSON or blob_size > MAX_BLOB:
+    if json_size > max_json or blob_size > max_blob:
         raise ProtocolError("message too large")
     try:
         message = json.loads(_read_exactly(fd, json_size, deadline))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ProtocolError(f"malformed message: {error}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ProtocolError("malformed message") from None
     if not isinstance(message, dict):
         raise ProtocolError("a message must be a JSON object")
     sizes = message.pop("blob_sizes", [])
-    if not isinstance(sizes, list) or not all(isinstance(n, int) and n >= 0 for n in sizes) or sum(sizes) != blob_size:
+    if (not isinstance(sizes, list) or len(sizes) > MAX_NODES
+            or not all(_is_int(n) and n >= 0 for n in sizes) or sum(sizes) != blob_size):
         raise ProtocolError("blob sizes do not add up")
     data = _read_exactly(fd, blob_size, deadline) if blob_size else b""
     blobs, offset = [], 0

@@ -4,8 +4,11 @@ It imports torch once, warms it up, makes itself non-dumpable, and then forks
 one worker per request. Each forked worker gets, before any student code
 runs, its own user, mount and PID namespaces (so it is PID 1 of a namespace
 that dies with it, and cannot see or signal the zygote or earlier workers),
-a private ``/tmp`` holding only its own files (sent over its pipe, gone when
-it ends), an empty ``/proc``, no capabilities and the per-submission rlimits.
+its own IPC, network and UTS namespaces (no System V or POSIX shared memory,
+message queue, socket or host name is shared with any other worker, and all
+of it is gone with the worker), a private ``/tmp`` and ``/dev/shm`` (size
+capped; its files, sent over its pipe, vanish when it ends), an empty
+``/proc``, no capabilities and the per-submission rlimits.
 
 Control messages are JSON over a SOCK_SEQPACKET socket; a spawn request
 carries the worker's three pipe ends as passed file descriptors.
@@ -37,9 +40,11 @@ def _runtime_under_tmp():
 
 
 def _isolate(tmp_bytes):
-    """In the forked child: new user, mount and PID namespaces, a private /tmp and an empty /proc."""
+    """In the forked child: new user, mount, PID, IPC, network and UTS namespaces, a private /tmp and /dev/shm,
+    and an empty /proc. Every place a worker can write is a size-capped tmpfs of its own mount namespace."""
     linux.prctl(linux.PR_SET_DUMPABLE, 1)  # our own /proc files must be writable for the id maps
-    linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWNS | linux.CLONE_NEWPID)
+    linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWIPC
+                  | linux.CLONE_NEWNET | linux.CLONE_NEWUTS)
     linux.map_to_self()
     linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
     keep = _runtime_under_tmp()
@@ -49,6 +54,8 @@ def _isolate(tmp_bytes):
         os.makedirs(root, exist_ok=True)
         linux.mount(f"/proc/self/fd/{old_tmp}/{root[len('/tmp/'):]}", root, None, linux.MS_BIND | linux.MS_REC)
     os.close(old_tmp)
+    if os.path.isdir("/dev/shm"):  # POSIX shared memory: one of its own, or it would outlive the worker
+        linux.mount("tmpfs", "/dev/shm", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, f"size={tmp_bytes},mode=1777")
     linux.mount("tmpfs", "/proc", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC, "size=4k,mode=555")
 
 
