@@ -8,6 +8,7 @@ environment appears in any output.
 """
 
 import hashlib
+import json
 import os
 import re
 import textwrap
@@ -22,6 +23,7 @@ from autograder.mutants import copy_package
 from autograder.results import load
 from autograder.sandbox import Limits, choose_sandbox
 from autograder.errors import KitError
+from autograder.submission import safe_name
 
 STUBS = paths.ASSIGNMENTS_DIR / "mha_pe"
 TOKEN = "hostile-" + hashlib.sha256(os.urandom(16)).hexdigest()[:12]
@@ -172,12 +174,87 @@ def _attacks(out, canary, port, repo):
                     open(f"/proc/{pid}/mem", "rb").read(1)
                 except OSError:
                     pass
+            writable = []
+            for top in sorted(os.listdir("/")):
+                for folder, subfolders, _ in os.walk("/" + top):
+                    if folder.startswith(("/proc", "/sys")):
+                        subfolders.clear()
+                    elif os.access(folder, os.W_OK):
+                        writable.append(folder)
+                        subfolders.clear()
+            print("WRITABLE", writable)
         """,
         "read-other-students": f"""
             import glob
             print("OTHERS", [open(p).read()[:100] for p in glob.glob({str(out.parent / "class")!r} + "/*/*.py")][:3])
         """,
+        "malformed-replies": MALFORMED_REPLIES,
+        "megabyte-messages": """
+            import sys
+            session = sys.modules["worker.session"]
+            session._safe_text = lambda value, limit=0: str(value)  # the worker's own cap, undone
+            session.MESSAGE_LIMIT = 1 << 30
+        """,
+        "stop-reading": STOP_READING,
     }
+
+
+# Every reply the worker sends is replaced by one of these, in turn: each must fail the call as a crash would,
+# never as a grader problem (which would earn a second grading), and none may reach the instructor's notes.
+MALFORMED_REPLIES = """
+    import itertools, json, os, struct, sys
+    protocol = sys.modules["worker.protocol"]
+    real_send = protocol.send
+    blob = bytes(1 << 20)
+    tensor = {"__tensor__": 0, "dtype": "float32", "shape": [1 << 18], "device": "cpu"}
+    forms = itertools.cycle([
+        ("blob-reuse", {"value": [tensor] * 1000}, [blob]),  # 1 GiB of tensors from 1 MiB of bytes
+        ("bool-shape", {"value": {"__tensor__": 0, "dtype": "float32", "shape": [True], "device": "cpu"}},
+         [bytes(4)]),
+        ("bad-record", {"error": {"type": ["FORGED-TEXT"], "mro": 7, "message": {"FORGED-TEXT": 1},
+                                  "where": "FORGED-TEXT"}, "forbidden": 5}, []),
+        ("bad-handle", {"value": {"__handle__": True, "type": "FORGED-TEXT"}}, []),
+        ("bad-dict", {"value": {"__dict__": [["FORGED-TEXT", 1, 2]]}}, []),
+        ("deep", None, []),
+    ])
+
+    def forged_send(fd, message, blobs=(), *args, **kwargs):
+        if "nonce" not in message:
+            return real_send(fd, message, blobs, *args, **kwargs)
+        name, body, parts = next(forms)
+        if body is None:  # nesting far beyond any parser's recursion limit, written by hand
+            text = '{"nonce": "%s", "value": ' % message["nonce"] + "[" * 200000 + "]" * 200000 + "}"
+            data = text.encode()
+            os.write(fd, struct.pack("<II", len(data), 0) + data)
+            return None
+        return real_send(fd, dict(body, nonce=message["nonce"]), parts, *args, **kwargs)
+
+    protocol.send = forged_send
+"""
+
+# The worker stops reading requests (its request pipe shrunk to one page and left unread, another pipe read in its
+# place) after answering normally: a request larger than a page used to block the judge's write forever.
+STOP_READING = """
+    import fcntl, os, stat
+    F_SETPIPE_SZ = 1031
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+                fcntl.fcntl(fd, F_SETPIPE_SZ, 4096)
+                _kept = os.dup(fd)  # the judge's pipe stays open, and unread
+                _read, _write = os.pipe()
+                os.dup2(_read, fd)
+        except OSError:
+            pass
+"""
+
+# Exceptions that carry the hidden inputs back, in their message and in their class's name: feedback and results
+# a student can see must carry neither (the instructor sees the messages).
+ECHO_INPUTS = """
+    import torch
+    values = "_".join(str(abs(int(v * 1e6))) for v in torch.as_tensor(x).flatten()[:8].tolist())
+    raise type("ECHO_" + values, (ValueError,), {})("ECHO " + values)
+"""
 
 
 EVIL_SUBCLASS = '''
@@ -242,7 +319,23 @@ def attacked(request, tmp_path_factory, loopback_listener):
     folder = copy_package(STUBS, class_dir / "symlink-to-solutions")
     (folder / "heads.py").unlink()
     (folder / "heads.py").symlink_to(paths.SOLUTIONS_DIR / "mha_pe" / "heads.py")
+    folder = copy_package(STUBS, class_dir / "echo-inputs")
+    heads = (folder / "heads.py").read_text()
+    (folder / "heads.py").write_text(heads.replace(marker, textwrap.indent(textwrap.dedent(ECHO_INPUTS), "    ")))
     copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / "control")
+    # Intake: links to the instructor's solutions or a classmate's repository, a FIFO, odd ids.
+    classmate = class_dir / "classmate-repo"
+    copy_package(paths.SOLUTIONS_DIR / "mha_pe", classmate / "assignments" / "mha_pe")
+    (class_dir / "link-assignments-to-solutions").mkdir()
+    (class_dir / "link-assignments-to-solutions" / "assignments").symlink_to(paths.SOLUTIONS_DIR)
+    (class_dir / "link-to-classmate").mkdir()
+    (class_dir / "link-to-classmate" / "assignments").symlink_to("../classmate-repo/assignments")
+    (class_dir / "linked-folder").symlink_to(paths.SOLUTIONS_DIR / "mha_pe")
+    folder = copy_package(STUBS, class_dir / "fifo-file")
+    (folder / "attention.py").unlink()
+    os.mkfifo(folder / "attention.py")
+    for odd in ODD_IDS:
+        copy_package(STUBS, class_dir / odd)
 
     watched = [paths.REPO_ROOT / "solutions", paths.REPO_ROOT / "assignments", paths.REPO_ROOT / "autograder",
                paths.REPO_ROOT / "tests"]
@@ -265,7 +358,9 @@ def attacked(request, tmp_path_factory, loopback_listener):
         "listener": listener,
         "changed": {path for path, digest in _snapshot(*watched).items() if before.get(path) != digest}
         | (set(before) - set(_snapshot(*watched))),
-        "attacks": sorted(attacks) + ["tensor-subclass", "symlink-to-solutions"],
+        "attacks": sorted(attacks) + ["tensor-subclass", "symlink-to-solutions", "echo-inputs", "fifo-file",
+                                      "link-assignments-to-solutions", "link-to-classmate", "linked-folder",
+                                      *ODD_IDS],
     }
     for pid in _alive_with(TOKEN):  # never leave anything behind, even when a test below fails
         try:
@@ -274,8 +369,11 @@ def attacked(request, tmp_path_factory, loopback_listener):
             pass
 
 
+ODD_IDS = ["é" * 120, "<img src=x onerror=alert(1)>"]  # too long once escaped (240 bytes); markup
+
+
 def test_every_attack_was_graded(attacked):
-    assert set(attacked["attacks"]) | {"control"} == set(attacked["results"])
+    assert set(attacked["attacks"]) | {"control", "classmate-repo"} == set(attacked["results"])
 
 
 def test_no_attack_forges_a_single_point(attacked):
@@ -291,10 +389,11 @@ def test_a_lying_tensor_subclass_arrives_as_plain_zeros(attacked):
     assert not any("TypeError" in test.output for test in result.tests)
 
 
-def test_the_honest_student_beside_them_keeps_full_marks(attacked):
-    control = attacked["results"]["control"]
-    assert control.score == control.max_score > 0
-    assert load(result_path(attacked["out"], "control")).score == control.max_score
+def test_the_honest_students_beside_them_keep_full_marks(attacked):
+    for honest in ("control", "classmate-repo"):
+        result = attacked["results"][honest]
+        assert result.score == result.max_score > 0 and result.notes == ()
+        assert load(result_path(attacked["out"], honest)).score == result.max_score
 
 
 def test_no_file_outside_the_worker_changed(attacked):
@@ -350,11 +449,72 @@ def test_a_worker_sees_only_its_own_files_and_no_other_process(attacked):
     assert len(procs) <= 2, procs  # forked: none (empty /proc); own sandbox: itself and bwrap's init
     reachable = re.findall(r"\d+", output.split("REACHABLE", 1)[1].splitlines()[0])
     assert 1 <= len(reachable) <= 2, reachable  # itself (and bwrap's init): no zygote, no other student's worker
+    # Every place it may write is a size-capped tmpfs of its own, gone with it.
+    writable = re.findall(r"'([^']+)'", output.split("WRITABLE", 1)[1].splitlines()[0])
+    assert "/tmp" in writable and set(writable) <= {"/tmp", "/dev/shm"}, writable
 
 
 def test_a_symlinked_file_is_not_followed(attacked):
     result = attacked["results"]["symlink-to-solutions"]
-    assert any("heads.py was not used: not a regular file" in note for note in result.notes)
+    assert any("heads.py was not used: it is a symbolic link" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("student, note", [
+    ("link-assignments-to-solutions", "assignments is a symbolic link"),
+    ("link-to-classmate", "assignments is a symbolic link"),
+    ("linked-folder", "the submission folder was not used: it is a symbolic link"),
+    ("fifo-file", "attention.py was not used: not a regular file"),
+])
+def test_links_and_special_files_are_refused_with_a_note(attacked, student, note):
+    result = attacked["results"][student]
+    assert result.score == 0 and any(note in line for line in result.notes), result.notes
+
+
+def test_odd_ids_are_graded_and_escaped_in_every_report(attacked):
+    out = attacked["out"]
+    for student in ODD_IDS:
+        path = result_path(out, student)
+        assert path.exists() and len(path.name.encode()) <= 255 and load(path).student == student
+    feedback = [path.read_text() for path in (out / "feedback").iterdir()]
+    report = (out / "report.md").read_text()
+    assert not any("<img" in text for text in feedback + [report])
+    assert any("&lt;img src=x onerror=alert\\(1\\)&gt;" in text for text in feedback)
+
+
+def _everything_a_student_sees(result, out):
+    """The student's feedback file, and what Gradescope shows of the result: its output and visible tests'."""
+    feedback = (out / "feedback" / f"{safe_name(result.student)}.md").read_text()
+    shown = [test.output for test in result.tests if test.visibility != "hidden"]
+    return "\n".join([feedback, result.output, *shown])
+
+
+def test_malformed_replies_fail_their_tests_and_are_never_the_graders_problem(attacked):
+    result = attacked["results"]["malformed-replies"]
+    assert result.score == 0
+    assert not any(note.startswith(("grader problem", "grading failed")) or "second time" in note
+                   for note in result.notes), result.notes
+    assert any("malformed reply" in note for note in result.notes)
+    assert "FORGED-TEXT" not in json.dumps(result.to_json())
+
+
+def test_megabyte_messages_are_cut_before_they_are_kept(attacked):
+    path = result_path(attacked["out"], "megabyte-messages")
+    assert path.stat().st_size < 200_000
+    result = attacked["results"]["megabyte-messages"]
+    assert all(len(text) <= 400 for text in result.extra.get("student_messages", {}).values())
+
+
+def test_a_worker_that_stops_reading_is_a_timeout_not_a_hang(attacked):
+    result = attacked["results"]["stop-reading"]
+    assert result.score == 0 and any("time limit" in note for note in result.notes), result.notes
+
+
+def test_echoed_hidden_inputs_reach_the_instructor_only(attacked):
+    result = attacked["results"]["echo-inputs"]
+    assert "ECHO" not in _everything_a_student_sees(result, attacked["out"])
+    assert any(text.startswith("ECHO_") for text in result.extra["student_messages"].values())
+    split = [test for test in result.tests if test.id == "test_split_shape"][0]
+    assert "split_heads raised ValueError at heads.py:" in split.output
 
 
 LINGER = '''
@@ -396,3 +556,96 @@ def test_what_a_worker_started_is_gone_when_its_close_returns(fork, tmp_path):
         factory.close()
         for pid in _alive_with(token):
             os.kill(pid, 9)
+
+
+PARK = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+segment = libc.shmget({key}, 512 << 20, 0o1666)  # IPC_CREAT | 0666: System V memory outlives its creator
+if segment >= 0:
+    address = libc.shmat(segment, None, 0)
+    ctypes.memmove(address, b"{token}", {length})
+    print("PARKED", segment)
+for path in ("/dev/shm/{token}", "/tmp/{token}"):
+    try:
+        with open(path, "w") as handle:
+            handle.write("{token}")
+        print("WROTE", path)
+    except OSError as error:
+        print("could not write", path, error)
+'''
+
+FIND = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+segment = libc.shmget({key}, 0, 0)
+if segment >= 0:
+    print("FOUND-SEGMENT", ctypes.string_at(libc.shmat(segment, None, 0), {length}))
+for path in ("/dev/shm/{token}", "/tmp/{token}"):
+    print("FOUND-FILE" if os.path.exists(path) else "no file", path)
+'''
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "own-sandbox"])
+def test_nothing_a_worker_leaves_reaches_the_next_student(fork, tmp_path):
+    """Shared memory (System V and /dev/shm) and files parked by one student are gone before the next one runs."""
+    try:
+        choose_sandbox("bwrap", fork=fork)
+    except KitError as error:
+        pytest.skip(f"needs the sandbox: {error}")
+    token = "park" + hashlib.sha256(os.urandom(16)).hexdigest()[:12]
+    key = int.from_bytes(os.urandom(3), "big") + 1
+    for student, code in (("a-parks", PARK), ("b-looks", FIND)):
+        folder = copy_package(STUBS, tmp_path / "class" / student)
+        heads = folder / "heads.py"
+        heads.write_text(code.format(key=key, token=token, length=len(token)) + heads.read_text())
+    results = {result.student: result for result in grade_class(
+        tmp_path / "class", tmp_path / "out", jobs=1, sandbox_mode="bwrap", emit=lambda line: None,
+        fork=fork, skip_notebook=True)}
+    parked = results["a-parks"].extra.get("student_output", "")
+    assert "PARKED" in parked and "WROTE /dev/shm/" in parked, parked[:500]  # else the test proves nothing
+    looked = results["b-looks"].extra.get("student_output", "")
+    assert "no file /dev/shm/" in looked and "no file /tmp/" in looked, looked[:500]
+    assert "FOUND" not in looked
+
+
+def test_a_worker_that_stops_reading_cannot_hold_a_large_request(tmp_path):
+    """A request larger than the worker's (shrunk) pipe, to a worker that reads no more, ends as a timeout."""
+    import threading
+
+    from autograder.remote import CallTimeout, RemoteSubmission
+    from autograder.submission import read_files
+    from autograder.workers import WorkerFactory
+
+    sandbox = choose_sandbox("auto", limits=Limits(call_seconds=3.0))
+    folder = copy_package(paths.SOLUTIONS_DIR / "mha_pe", tmp_path / "stop")
+    heads = folder / "heads.py"
+    stop = "\n\ndef _stop_reading():\n" + textwrap.indent(textwrap.dedent(STOP_READING).strip(), "    ") + "\n"
+    source = heads.read_text().replace("def split_heads(x, num_heads):\n",
+                                       "def split_heads(x, num_heads):\n    _stop_reading()\n", 1)
+    heads.write_text(source + stop)
+    files, _ = read_files(folder)
+    factory = WorkerFactory(sandbox, tmp_path)
+    outcome = {}
+
+    def run():
+        remote = RemoteSubmission(sandbox, factory.launcher(files, tmp_path))
+        try:
+            remote.split_heads(torch.zeros(1, 2, 4), 2)  # answered; the worker reads nothing after this
+            try:
+                remote.combine_heads(torch.zeros(1, 2, 256, 1024))  # 2 MiB: far more than the pipe holds
+            except CallTimeout as timeout:
+                outcome["failure"] = timeout
+        finally:
+            remote.close()
+
+    worker = threading.Thread(target=run, daemon=True)
+    try:
+        worker.start()
+        worker.join(120)  # a hang guard only: the call limit is 3 s
+        assert not worker.is_alive(), "the judge is still blocked writing to the worker"
+        assert "did not finish within 3 s" in str(outcome["failure"])
+    finally:
+        factory.close()
