@@ -77,7 +77,8 @@ def classroom_steps(tests_dir: Path | None = None) -> tuple[Step, ...]:
                 steps.append(Step(f"{prefix}-{words.replace('_', '-')}", test_file, node.name, POINTS_PER_TEST))
     ids = [step.id for step in steps]
     if len(set(ids)) != len(ids):
-        raise KitError(f"two public tests give the same Classroom step id: {sorted(i for i in ids if ids.count(i) > 1)}")
+        twice = sorted({step_id for step_id in ids if ids.count(step_id) > 1})
+        raise KitError(f"two public tests give the same Classroom step id: {', '.join(twice)}")
     return tuple(steps)
 
 
@@ -101,8 +102,8 @@ def classroom_workflow(steps: tuple[Step, ...] | None = None) -> str:
     env = "\n".join(f"          {step.id.upper()}_RESULTS: \"${{{{steps.{step.id}.outputs.result}}}}\""
                     for step in steps)
     runners = ",".join(step.id for step in steps)
-    return f"""# GitHub Classroom feedback: each public test is one step worth {_points(POINTS_PER_TEST)}, pass or fail as a whole.
-# These points are not your grade: README.md, "How you are graded", says how the two relate.
+    return f"""# GitHub Classroom feedback: each public test is one step worth {_points(POINTS_PER_TEST)}, pass or fail
+# as a whole. These points are not your grade: README.md, "How you are graded", says how the two relate.
 name: Autograding Tests
 "on":
   push:

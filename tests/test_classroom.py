@@ -95,6 +95,10 @@ def test_a_test_file_the_workflow_does_not_know_is_refused(tmp_path):
     (tests / "test_extra.py").write_text("def test_more():\n    pass\n")
     with pytest.raises(KitError, match="test_extra.py"):
         classroom_steps(tests)
+    (tests / "test_extra.py").unlink()
+    (tests / "test_heads.py").write_text("def test_split():\n    pass\n\n\ndef test_heads_split():\n    pass\n")
+    with pytest.raises(KitError, match="heads-split"):
+        classroom_steps(tests)
 
 
 def step_outcomes(template, scratch):
