@@ -74,8 +74,9 @@ class MultiHeadAttention(nn.Module):
 
     Four ``nn.Linear(d_model, d_model)`` layers (with their bias, the default):
     ``q_linear``, ``k_linear``, ``v_linear`` project the whole input for all
-    heads at once, and ``out_proj`` mixes the concatenated heads. Attributes: ``num_heads``, and
-    ``head_dim``, the width of one head (``d_model`` divided by ``num_heads``).
+    heads at once, and ``out_proj`` mixes the concatenated heads. Attributes:
+    ``num_heads``, and ``head_dim``, the width of one head (``d_model`` divided
+    by ``num_heads``).
 
     Args:
         d_model: model width.

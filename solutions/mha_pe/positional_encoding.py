@@ -30,7 +30,7 @@ def get_positional_encoding(max_seq_len, d_model, base=10000.0):
 
     Precision: a plain float32 computation is accurate enough. Its rounding error
     grows with the position (about 1e-4 near position 1000, more further along) and
-    the comparison allows for that; a larger difference, or any difference at small
+    the comparison allows for that; a larger difference, above all at small
     positions, comes from the formula, not from float32.
 
     Args:
