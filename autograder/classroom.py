@@ -3,28 +3,37 @@
 The template holds what students get (``assignments/``: stubs, notebook, public
 tests), a student README, pinned requirements, a root ``pytest.ini``, and
 ``.github/workflows/classroom.yml`` in the form GitHub Classroom runs: one
-``autograding-command-grader`` step per public test file, each worth points,
-then the ``autograding-grading-reporter`` step with every step's result in
-its environment. Classroom points are feedback: the student controls this
+``autograding-command-grader`` step per public test function, each worth
+:data:`POINTS_PER_TEST`, so one slip costs one test's points rather than a
+file's, then the ``autograding-grading-reporter`` step with every step's result
+in its environment. Classroom points are feedback: the student controls this
 repository; the sandboxed ``grade`` run is the grade of record.
+
+Everything a student reads here speaks to the student: instructor-side set-up
+(the optional hidden-tests step) is explained in docs/instructor-guide.md.
 """
 
+import ast
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths
 from .release import diff_release
 from .errors import KitError
 
-# (step id, test file, points): the public checks Classroom runs on every push.
-CLASSROOM_STEPS = (
-    ("positional-encoding", "test_positional_encoding.py", 10),
-    ("heads", "test_heads.py", 10),
-    ("attention", "test_attention.py", 10),
+# Public test files in the order students implement them, with the prefix of their steps' ids.
+PUBLIC_TEST_FILES = (
+    ("test_positional_encoding.py", "pe"),
+    ("test_heads.py", "heads"),
+    ("test_attention.py", "attention"),
 )
+POINTS_PER_TEST = 1
+# Measured on a 2-core machine: one pytest run of every public test, most of it importing torch.
+PUBLIC_TESTS_SECONDS = 3
 STUDENT_REQUIREMENTS = """\
-# Pinned so that everyone computes the same numbers. On a machine without a GPU, install the CPU build of
-# torch first (the command for torch==2.13.0 from PyTorch's install selector), then this file.
+# Pinned so that everyone computes the same numbers. Install torch first, the build for your machine
+# (README.md, "Set up", has the commands), then this file: pip then finds torch==2.13.0 already there.
 torch==2.13.0
 numpy==2.4.6
 matplotlib==3.11.2
@@ -39,25 +48,62 @@ addopts = -p no:cacheprovider
 """
 
 
-def classroom_workflow():
-    """The text of ``.github/workflows/classroom.yml``."""
+@dataclass(frozen=True)
+class Step:
+    """One Classroom step: a public test function run on its own, pass or fail as a whole."""
+
+    id: str  # the step's id and the reporter's runner name
+    test_file: str
+    test: str  # the test function; all of its parametrized cases run in the step
+    points: int
+
+    @property
+    def node(self) -> str:
+        return f"assignments/{paths.ASSIGNMENT_ID}/tests/{self.test_file}::{self.test}"
+
+
+def classroom_steps(tests_dir: Path | None = None) -> tuple[Step, ...]:
+    """One :class:`Step` per public test function, in file order then source order."""
+    tests_dir = Path(tests_dir or paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / "tests")
+    unplaced = sorted({path.name for path in tests_dir.glob("test_*.py")} - {name for name, _ in PUBLIC_TEST_FILES})
+    if unplaced:
+        raise KitError(f"public test files without Classroom steps: {', '.join(unplaced)} (see PUBLIC_TEST_FILES)")
     steps = []
-    for step_id, test_file, points in CLASSROOM_STEPS:
-        steps.append(f"""      - name: Public tests, {test_file}
-        id: {step_id}
+    for test_file, prefix in PUBLIC_TEST_FILES:
+        tree = ast.parse((tests_dir / test_file).read_text())
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                words = node.name.removeprefix("test_").removeprefix(f"{prefix}_")  # heads-keep-..., not heads-heads-
+                steps.append(Step(f"{prefix}-{words.replace('_', '-')}", test_file, node.name, POINTS_PER_TEST))
+    ids = [step.id for step in steps]
+    if len(set(ids)) != len(ids):
+        twice = sorted({step_id for step_id in ids if ids.count(step_id) > 1})
+        raise KitError(f"two public tests give the same Classroom step id: {', '.join(twice)}")
+    return tuple(steps)
+
+
+def _points(points: int) -> str:
+    return f"{points} point{'' if points == 1 else 's'}"
+
+
+def classroom_workflow(steps: tuple[Step, ...] | None = None) -> str:
+    """The text of ``.github/workflows/classroom.yml``."""
+    steps = steps or classroom_steps()
+    blocks = "".join(f"""      - name: "Public test: {step.test}"
+        id: {step.id}
         uses: classroom-resources/autograding-command-grader@v1
         with:
-          test-name: {step_id}
+          test-name: {step.id}
           setup-command: ""
-          command: python -m pytest -q assignments/mha_pe/tests/{test_file}
-          timeout: 10
-          max-score: {points}
-""")
-    env = "\n".join(f"          {step_id.upper()}_RESULTS: \"${{{{steps.{step_id}.outputs.result}}}}\""
-                    for step_id, _, _ in CLASSROOM_STEPS)
-    runners = ",".join(step_id for step_id, _, _ in CLASSROOM_STEPS)
-    return f"""# GitHub Classroom autograding: the public tests, as feedback on every push.
-# The grade of record comes from the instructor's sandboxed run (python -m autograder grade).
+          command: python -m pytest -q {step.node}
+          timeout: 5
+          max-score: {step.points}
+""" for step in steps)
+    env = "\n".join(f"          {step.id.upper()}_RESULTS: \"${{{{steps.{step.id}.outputs.result}}}}\""
+                    for step in steps)
+    runners = ",".join(step.id for step in steps)
+    return f"""# GitHub Classroom feedback: each public test is one step worth {_points(POINTS_PER_TEST)}, pass or fail
+# as a whole. These points are not your grade: README.md, "How you are graded", says how the two relate.
 name: Autograding Tests
 "on":
   push:
@@ -72,9 +118,7 @@ jobs:
     if: github.actor != 'github-classroom[bot]'
     timeout-minutes: 30
     env:
-      # Optional, off by default: owner/name of a private repository whose run.sh runs the instructor's hidden
-      # tests. Set it here, add a secret HIDDEN_TESTS_TOKEN that can read that repository, and add
-      # "hidden-tests" to the reporter's runners below.
+      # Empty unless your course adds tests of its own here; they report results for 0 points.
       HIDDEN_TESTS_REPOSITORY: ""
     steps:
       - name: Checkout code
@@ -104,7 +148,7 @@ jobs:
           command: bash .hidden-tests/run.sh
           timeout: 20
           max-score: 0
-{"".join(steps)}      - name: Autograding Reporter
+{blocks}      - name: Autograding Reporter
         uses: classroom-resources/autograding-grading-reporter@v1
         env:
 {env}
@@ -113,8 +157,10 @@ jobs:
 """
 
 
-def student_readme():
-    points = sum(points for _, _, points in CLASSROOM_STEPS)
+def student_readme(steps: tuple[Step, ...] | None = None) -> str:
+    """The template's README.md: set-up commands, what to implement, the public tests, Classroom points, grading."""
+    steps = steps or classroom_steps()
+    total = sum(step.points for step in steps)
     return f"""# Multi-Head Attention and Positional Encoding
 
 You will build, in PyTorch, the pieces the lesson describes: the sinusoidal positional encoding (and the
@@ -124,41 +170,67 @@ notebook.
 
 ## Set up
 
+You need Python 3.11 or newer. Install torch first, the build for your machine, then the rest. No GPU is
+needed: the CPU build is the small, quick choice everywhere.
+
+CPU only (Linux, Windows):
+
 ```
 python -m venv .venv
-.venv/bin/python -m pip install -r requirements.txt     # see the note at the top of the file for CPU-only torch
+.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+.venv/bin/python -m pip install -r requirements.txt
 ```
+
+macOS: the same without the torch line (PyPI's macOS build has no CUDA in it).
+
+With an NVIDIA GPU (CUDA): on Linux, the first and last lines alone install PyPI's torch 2.13.0, which is
+the CUDA build (several GB). For another CUDA version, or on Windows, replace the torch line with
+`.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/<tag>`, with the
+CUDA tag (`cu` and a number) that PyTorch's install selector shows for torch 2.13.0 and your driver.
+
+On Windows write `.venv\\Scripts\\python` for `.venv/bin/python`. Check with
+`.venv/bin/python -c "import torch; print(torch.__version__, torch.cuda.is_available())"`.
 
 ## What to implement
 
-In `assignments/mha_pe/`, in this order (each file's docstrings give the shapes, the behaviour and the errors):
+In `assignments/mha_pe/`, in this order:
 
 1. `positional_encoding.py`: `get_positional_encoding`, `shift_matrix`, `PositionalEncoding`
 2. `heads.py`: `split_heads`, `combine_heads`
 3. `attention.py`: `scaled_dot_product_attention`, `MultiHeadAttention` (without `nn.MultiheadAttention` or
    `F.scaled_dot_product_attention`: building them is the point)
 
-Replace each `raise NotImplementedError(...)` with your code. Then open
-`assignments/mha_pe/check_your_understanding.ipynb` (`.venv/bin/jupyter notebook`), run the experiments with
-your modules, and answer the six questions.
+Each docstring is the contract: shapes, the ranks accepted, the mask rules, the precision expected, the
+errors to raise, and what must be vectorized. Replace each `raise NotImplementedError(...)` with your code.
+Then open `assignments/mha_pe/check_your_understanding.ipynb` (`.venv/bin/jupyter notebook`), run the
+experiments with your modules, and answer the six questions.
 
 ## Check your work
 
 ```
-.venv/bin/python -m pytest            # all public tests
+.venv/bin/python -m pytest            # all {len(steps)} public tests
 .venv/bin/python -m pytest -k heads   # just some
 ```
 
-Each failing test says which idea it checks. Every push runs the same tests on GitHub Classroom
-({points} points of feedback).
+All of them take about {PUBLIC_TESTS_SECONDS} seconds, most of it importing torch. They cover every function
+on small inputs: shapes and dtypes, a few exact values, the shift identity, masks, agreement with
+`torch.nn.MultiheadAttention` at one size, and the errors. Each failing test says which idea it checks.
+
+## Classroom points
+
+Every push runs `.github/workflows/classroom.yml` on GitHub Classroom. Each public test is one step worth
+{_points(POINTS_PER_TEST)}, {total} in all. A step passes only if every case of its test passes, so one slip costs
+that test's points, not a whole file's. The step "Hidden tests (optional)" is skipped unless your course turns it
+on, and it counts for 0 points.
 
 ## How you are graded
 
-Your instructor grades every submission with hidden tests in a sandbox: more sizes and edge cases, the
-shift identity, agreement with PyTorch's own multi-head attention, masks, gradients, devices, speed of the
-encoding table, and the notebook (its code cells automatically, its written answers by hand). The public
-tests are a subset: passing them all is a good sign, not a guarantee. Your feedback names the concept
-behind each check you miss.
+The Classroom points are feedback, not your grade: this repository is yours, and you could edit the tests.
+Your grade comes from your instructor's own run on what you submit, in a sandbox, with hidden checks and their
+own points: the public tests' ideas at many more sizes and edge cases, the shift identity, agreement with
+PyTorch's multi-head attention, masks, gradients, devices, an encoding table built without a Python loop over
+positions, and the notebook (its code cells automatically, its written answers by hand). All public tests
+passing is a good sign, not a guarantee. Your feedback names the idea behind each check you miss.
 """
 
 

@@ -2,15 +2,17 @@
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 import zipfile
 
 import pytest
 import yaml
 
 from autograder import paths
-from autograder.classroom import CLASSROOM_STEPS, write_template
+from autograder.classroom import POINTS_PER_TEST, Step, classroom_steps, write_template
 from autograder.errors import KitError
 from autograder.gradescope import build_package
 from autograder.grading import grade_class
@@ -65,7 +67,7 @@ def test_nothing_instructor_only_reaches_the_template(template):
 
 def test_the_reporter_hears_every_graded_step(template):
     workflow, steps = command_steps(template)
-    assert [step["id"] for step in steps] == [step_id for step_id, _, _ in CLASSROOM_STEPS]
+    assert [step["id"] for step in steps] == [step.id for step in classroom_steps()]
     reporter = workflow["jobs"]["run-autograding-tests"]["steps"][-1]
     assert "autograding-grading-reporter" in reporter["uses"]
     assert reporter["with"]["runners"].split(",") == [step["id"] for step in steps]
@@ -73,27 +75,86 @@ def test_the_reporter_hears_every_graded_step(template):
         assert f"steps.{step['id']}.outputs.result" in reporter["env"][f"{step['id'].upper()}_RESULTS"]
 
 
-def run_steps(template):
+def test_every_public_test_function_is_one_step_of_its_own(template):
+    """Granular points: one step per test function, none forgotten, each worth the same."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q"], cwd=template, capture_output=True,
+                          text=True, timeout=300)
+    collected = {line.split("[")[0] for line in done.stdout.splitlines() if "::" in line}
     _, steps = command_steps(template)
-    passed = {}
+    nodes = [step["with"]["command"].removeprefix("python -m pytest -q ") for step in steps]
+    assert len(collected) >= 20 and sorted(nodes) == sorted(collected)
+    assert {step["with"]["max-score"] for step in steps} == {POINTS_PER_TEST}
+
+
+def test_a_test_file_the_workflow_does_not_know_is_refused(tmp_path):
+    tests = tmp_path / "tests"
+    shutil.copytree(paths.ASSIGNMENTS_DIR / "mha_pe" / "tests", tests)
+    assert [step.id for step in classroom_steps(tests)][:2] == ["pe-table-shape-and-dtype",
+                                                               "pe-position-zero-is-sin0-cos0"]
+    assert Step("heads-split-shape", "test_heads.py", "test_split_shape", 1) in classroom_steps(tests)
+    (tests / "test_extra.py").write_text("def test_more():\n    pass\n")
+    with pytest.raises(KitError, match="test_extra.py"):
+        classroom_steps(tests)
+    (tests / "test_extra.py").unlink()
+    (tests / "test_heads.py").write_text("def test_split():\n    pass\n\n\ndef test_heads_split():\n    pass\n")
+    with pytest.raises(KitError, match="heads-split"):
+        classroom_steps(tests)
+
+
+def step_outcomes(template, scratch):
+    """Each graded step's verdict: every case of its test passed. The steps' node ids run in one pytest (a process
+    per step would cost minutes here); one step also runs exactly as its workflow command says."""
+    _, steps = command_steps(template)
+    nodes = {}
     for step in steps:
-        command = step["with"]["command"].replace("python ", f"{sys.executable} ", 1)
-        done = subprocess.run(command, shell=True, cwd=template, capture_output=True, text=True, timeout=300)
-        passed[step["id"]] = done.returncode == 0
-    return passed
+        command = step["with"]["command"]
+        assert command.startswith("python -m pytest -q ") and len(command.split()) == 5, command
+        nodes[step["id"]] = command.split()[-1]
+    report = scratch / "report.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={report}", *nodes.values()], cwd=template,
+                   capture_output=True, text=True, timeout=300)
+    cases = {}
+    for case in ET.parse(report).iter("testcase"):
+        node = f"{case.get('classname').replace('.', '/')}.py::{case.get('name').split('[')[0]}"
+        cases.setdefault(node, []).append(case.find("failure") is None and case.find("error") is None)
+    first = steps[0]["with"]["command"].replace("python ", f"{sys.executable} ", 1)
+    literal = subprocess.run(first, shell=True, cwd=template, capture_output=True, text=True, timeout=300)
+    verdicts = {step_id: bool(cases.get(node)) and all(cases[node]) for step_id, node in nodes.items()}
+    assert verdicts[steps[0]["id"]] == (literal.returncode == 0), "the workflow's command and the batch run disagree"
+    return verdicts
 
 
-def test_the_classroom_commands_give_the_stubs_nothing(template):
-    assert run_steps(template) == {step_id: False for step_id, _, _ in CLASSROOM_STEPS}
+def test_the_classroom_commands_give_the_stubs_nothing(template, tmp_path):
+    assert step_outcomes(template, tmp_path) == {step.id: False for step in classroom_steps()}
 
 
 def test_the_classroom_commands_give_the_reference_every_point(template, tmp_path):
-    import shutil
-
     solved = tmp_path / "solved"
     shutil.copytree(template, solved)
     copy_package(paths.SOLUTIONS_DIR / "mha_pe", solved / "assignments" / "mha_pe")
-    assert run_steps(solved) == {step_id: True for step_id, _, _ in CLASSROOM_STEPS}
+    assert step_outcomes(solved, tmp_path) == {step.id: True for step in classroom_steps()}
+
+
+def test_one_slip_costs_one_step(template, tmp_path):
+    """A submission right but for one mistake loses that test's point, not a whole file's."""
+    slipped = tmp_path / "slipped"
+    shutil.copytree(template, slipped)
+    copy_package(paths.SOLUTIONS_DIR / "mha_pe", slipped / "assignments" / "mha_pe")
+    heads = slipped / "assignments" / "mha_pe" / "heads.py"
+    heads.write_text(heads.read_text().replace("if x.dim() != 4:", "if False:"))  # combine_heads accepts any rank
+    lost = [step_id for step_id, passed in step_outcomes(slipped, tmp_path).items() if not passed]
+    assert lost == ["heads-split-rejects-indivisible-width-and-wrong-rank"]
+
+
+def test_the_readme_gives_the_set_up_commands_and_the_points(template):
+    readme = (template / "README.md").read_text()
+    workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
+    cpu = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    assert cpu in readme and cpu in workflow, "the README's CPU command is the one Classroom runs"
+    assert "pip install -r requirements.txt" in readme and "CUDA" in readme
+    total = sum(step.points for step in classroom_steps())
+    assert f"{total} in all" in readme and f"all {len(classroom_steps())} public tests" in readme
+    assert "not your grade" in readme and "seconds" in readme
 
 
 def test_release_to_refuses_a_non_empty_folder(tmp_path):
@@ -130,7 +191,6 @@ def package(tmp_path_factory):
 
 def run_autograder(root, submission_source):
     import json
-    import shutil
 
     if (root / "submission").exists():
         shutil.rmtree(root / "submission")

@@ -18,8 +18,10 @@ from autograder.mutants import copy_package
 from autograder.results import load
 
 RELEASED = paths.ASSIGNMENTS_DIR / "mha_pe" / notebooks.NOTEBOOK
+WAVES = ("angles = torch.arange(1001.0)[:, None] * 10000 ** (-torch.arange(0, 64, 2) / 64)\n"
+         "waves = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)\n")
 SOLVED_CODE = {
-    "understand_code": "raw_share = 1000 / 1001\nlargest_wave_value = 1.0\nprint(raw_share, largest_wave_value)\n",
+    "understand_code": f"raw_share = 1000 / 1001\n{WAVES}largest_wave_value = waves.abs().max().item()\n",
     "apply_code": "def head_dim(d_model, num_heads):\n    return d_model // num_heads\n\n\nanswer = head_dim(64, 8)\n",
 }
 
@@ -92,6 +94,37 @@ def test_the_release_is_nbgraders_and_keeps_nothing_instructor_only():
     cells = json.loads(text)["cells"]
     assert all(cell["metadata"]["nbgrader"]["schema_version"] == 3 for cell in cells)
     assert sum(1 for cell in cells if cell["metadata"]["nbgrader"].get("checksum")) >= 7, "nbgrader checksums"
+
+
+def cell_source(notebook_path, grade_id):
+    cells = json.loads(notebook_path.read_text())["cells"]
+    return "".join(next(c for c in cells if c["metadata"]["nbgrader"]["grade_id"] == grade_id)["source"])
+
+
+@pytest.mark.parametrize("answer, passes", [
+    ("solution", True),
+    (SOLVED_CODE["understand_code"], True),
+    ("raw_share = 1000 / 1001\nlargest_wave_value = 1.0\n", False),  # typed, nothing computed
+    ("raw_share = 1000 / 1001\nwaves = torch.ones(1001, 64)\nlargest_wave_value = 1.0\n", False),
+    (f"raw_share = 1000 / 1001\n{WAVES.replace('sin(), angles.cos()', 'cos(), angles.sin()')}"
+     "largest_wave_value = 1.0\n", False),  # sines and cosines swapped
+    (f"raw_share = 1000 / 1001\n{WAVES}largest_wave_value = 0.99\n", False),
+    (f"raw_share = 0.5\n{WAVES}largest_wave_value = waves.abs().max().item()\n", False),
+])
+def test_the_understand_check_needs_the_computed_table(answer, passes):
+    """The released check cell tells a computed table and its maximum from typed constants."""
+    import torch
+
+    if answer == "solution":
+        answer = cell_source(notebooks.SOURCE_NOTEBOOK, "understand_code")
+    namespace = {"torch": torch}
+    exec(answer, namespace)
+    check = cell_source(RELEASED, "understand_test")
+    if passes:
+        exec(check, namespace)
+    else:
+        with pytest.raises((AssertionError, NameError)):
+            exec(check, namespace)
 
 
 def test_the_analyze_rubric_keeps_the_lessons_correction():

@@ -113,3 +113,27 @@ def test_solutions_do_not_use_the_forbidden_builtins():
         tree = ast.parse((paths.SOLUTIONS_DIR / "mha_pe" / name).read_text())
         attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         assert not attributes & forbidden, f"{name} calls {attributes & forbidden}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8])
+def test_a_mask_that_is_not_boolean_is_refused_with_type_error(reference, dtype):
+    q = torch.randn(1, 3, 4)
+    keep = torch.tril(torch.ones(3, 3)).to(dtype)
+    with pytest.raises(TypeError, match="boolean"):
+        reference.scaled_dot_product_attention(q, q, q, mask=keep)
+    with pytest.raises(TypeError, match="boolean"):
+        reference.MultiHeadAttention(4, 2)(q, mask=keep)
+
+
+def test_a_query_with_every_key_blocked_gets_zeros_not_nan(reference):
+    torch.manual_seed(2)
+    q, k, v = torch.randn(2, 3, 4, requires_grad=True), torch.randn(2, 3, 4), torch.randn(2, 3, 5)
+    mask = torch.tensor([[True, True, False], [False, False, False], [True, False, False]])
+    out, weights = reference.scaled_dot_product_attention(q, k, v, mask=mask)
+    assert torch.equal(weights[:, 1], torch.zeros(2, 3)) and torch.equal(out[:, 1], torch.zeros(2, 5))
+    kept = mask.any(-1)
+    expected, _ = reference.scaled_dot_product_attention(q[:, kept], k, v, mask=mask[kept])
+    torch.testing.assert_close(out[:, kept], expected)
+    torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all(), "the blocked row must not send NaN gradients back"

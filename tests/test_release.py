@@ -2,11 +2,14 @@
 
 import ast
 import json
+import re
 
 import pytest
 
 from autograder import paths
+from autograder.classroom import write_template
 from autograder.errors import KitError
+from autograder.judge import collect_rubric
 from autograder.release import (diff_release, find_regions, notebook_solution_lines, render_release, solution_lines,
                                 strip_solutions, write_release)
 
@@ -123,3 +126,66 @@ def test_release_contains_only_the_package_its_public_tests_and_the_notebook():
         "mha_pe/tests/test_heads.py",
         "mha_pe/tests/test_positional_encoding.py",
     ]
+
+
+# Words that speak to the instructor or name the kit's insides, never in what students get (phrases may wrap).
+# Student text may say "hidden checks" and "your instructor", so "hidden" and "instructor" alone are not here; the
+# workflow's optional HIDDEN_TESTS_REPOSITORY step is student-visible on purpose, so the kit's folder name is
+# matched case-sensitively.
+INSTRUCTOR_WORDS = (
+    r"\bsolutions/",  # the instructor's source folder
+    r"(?i)\b(reference|model|instructor'?s?)\s+(solution|implementation|answer)s?\b",
+    r"(?i)\banswer\s+key\b",
+    r"(?i)\brubrics?\b",
+    r"(?i)\binstructor[-\s]only\b",
+    r"#{3} ?(BEGIN|END|HINT)",  # solution and hidden-test region markers
+    r"\bhidden_tests\b",
+    r"\bcheck_(attention|heads|positional_encoding|properties)\b",  # the hidden test modules
+    r"@graded\b",
+    r"(?i)\bautograder\b",  # the kit's package (GitHub's autograding-* actions are fine)
+    r"(?i)\b(zygote|judge|mutants?|catalogue|gradescope|formgrader)\b",
+    r"(?i)\bthe\s+kit\b|\bkit's\b",
+)
+
+
+def student_text(path):
+    """What a student reads in ``path``: a notebook's cell sources (its nbgrader metadata is machinery)."""
+    text = path.read_text(errors="replace")
+    if path.suffix == ".ipynb":
+        return "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+    return text
+
+
+def instructor_words(text):
+    """The instructor-side words and phrases found in ``text``."""
+    return [match.group(0) for pattern in INSTRUCTOR_WORDS for match in re.finditer(pattern, text)]
+
+
+@pytest.mark.parametrize("planted", ["the kit uses this to test the reference\nsolutions",
+                                     "copied from solutions/mha_pe", "### BEGIN HIDDEN TESTS",
+                                     "see autograder/hidden_tests/check_heads.py", "the judge's zygote",
+                                     "Model answer: ...", "Rubric (2 points)"])
+def test_the_scan_flags_instructor_words(planted):
+    assert instructor_words(f"Some student text.\n{planted}\nMore text.")
+
+
+def test_the_scan_passes_what_students_are_meant_to_read():
+    fine = ("Your instructor grades a copy in a sandbox, with hidden checks. Hidden tests (optional) step: "
+            "HIDDEN_TESTS_REPOSITORY. uses: classroom-resources/autograding-command-grader@v1. Your solution "
+            "must be vectorized; compare with a reference value. # YOUR CODE HERE  # Hint: broadcast.")
+    assert instructor_words(fine) == []
+
+
+def test_nothing_a_student_gets_speaks_to_the_instructor(tmp_path):
+    """Every file of assignments/ and of the Classroom template: no instructor words, no hidden check's details."""
+    write_template(tmp_path / "template")
+    hidden = [entry for entry in collect_rubric() if entry[5] == "hidden"]
+    assert len(hidden) >= 10
+    files = [path for root in (paths.ASSIGNMENTS_DIR, tmp_path / "template") for path in sorted(root.rglob("*"))
+             if path.is_file() and "__pycache__" not in path.parts]
+    assert len(files) >= 14
+    for path in files:
+        text = student_text(path)
+        assert instructor_words(text) == [], f"{path}: speaks to the instructor"
+        for test_id, _, _, _, concept, _, _ in hidden:
+            assert not re.search(rf"\b{test_id}\b", text) and concept not in text, f"{path}: shows {test_id}"

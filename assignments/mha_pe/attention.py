@@ -21,33 +21,51 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     ``weights = softmax(q @ k^T / sqrt(d))`` over the key axis, then
     ``output = weights @ v``. Dividing by ``sqrt(d)`` keeps the scores'
     spread independent of the feature size, so the softmax does not saturate.
+    Scores can be large (hundreds): use ``torch.softmax``, which subtracts each
+    row's maximum, rather than ``exp(scores) / sum``, which overflows.
+
+    Any number of leading batch dimensions, zero included: ``q`` may be
+    ``(seq_q, d)``, ``(batch, seq_q, d)``, ``(batch, heads, seq_q, d)`` and so on,
+    with ``k`` and ``v`` sharing those leading dimensions. Work on the last two
+    axes only (``k.transpose(-2, -1)``, ``softmax(dim=-1)``), never on a fixed rank.
+    Create any new tensor on the inputs' device.
 
     Args:
         q: ``(..., seq_q, d)`` queries.
         k: ``(..., seq_k, d)`` keys.
         v: ``(..., seq_k, d_v)`` values.
-        mask: optional boolean tensor broadcastable to ``(..., seq_q, seq_k)``;
+        mask: optional ``torch.bool`` tensor broadcastable to ``(..., seq_q, seq_k)``;
             ``True`` means the query may attend to that key, ``False`` blocks it
-            (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
-            Every query must be allowed at least one key.
+            (the convention of ``torch.nn.functional.scaled_dot_product_attention``,
+            and the opposite of ``nn.MultiheadAttention``'s ``attn_mask``).
+            A blocked key gets weight exactly 0. A query whose keys are all
+            blocked attends to nothing: its row of weights and its output are all
+            zeros (as in PyTorch's ``scaled_dot_product_attention``), never NaN.
 
     Returns:
         ``(output, weights)``: output ``(..., seq_q, d_v)``, weights
-        ``(..., seq_q, seq_k)`` with each row summing to 1.
+        ``(..., seq_q, seq_k)`` with each row summing to 1 (0 for a query
+        whose keys are all blocked).
+
+    Raises:
+        TypeError: ``mask`` is not a boolean tensor. A float or integer mask is
+            ambiguous (1 = keep, or a score to add?), so it is refused, not guessed.
     """
     # YOUR CODE HERE
     # Hint: a blocked key should get weight exactly 0 after the softmax; think about
-    # which score makes exp() return 0.
+    # which score makes exp() return 0. A query with every key blocked then gets NaN:
+    # set its row to 0 (mask.any(dim=-1) says which queries keep a key).
     raise NotImplementedError("scaled_dot_product_attention is not implemented yet")
 
 
 class MultiHeadAttention(nn.Module):
     """Multi-head self-attention.
 
-    Four ``nn.Linear(d_model, d_model)`` layers: ``q_linear``, ``k_linear``,
-    ``v_linear`` project the whole input for all heads at once, and
-    ``out_proj`` mixes the concatenated heads. Attributes: ``num_heads``, and
-    ``head_dim``, the width of one head (``d_model`` divided by ``num_heads``).
+    Four ``nn.Linear(d_model, d_model)`` layers (with their bias, the default):
+    ``q_linear``, ``k_linear``, ``v_linear`` project the whole input for all
+    heads at once, and ``out_proj`` mixes the concatenated heads. Attributes:
+    ``num_heads``, and ``head_dim``, the width of one head (``d_model`` divided
+    by ``num_heads``).
 
     Args:
         d_model: model width.
@@ -67,17 +85,26 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x, mask=None, return_weights=False):
         """Self-attention of ``x`` over itself.
 
+        Sequences in the batch never see each other, and the result must not
+        depend on a fixed device: derive any new tensor from ``x`` or the
+        module's own parameters.
+
         Args:
-            x: ``(batch, seq, d_model)``.
-            mask: optional boolean tensor broadcastable to
-                ``(batch, num_heads, seq, seq)``, ``True`` = may attend; for
-                example a ``(seq, seq)`` causal mask or a ``(batch, 1, 1, seq)``
-                padding mask.
+            x: ``(batch, seq, d_model)``, exactly 3-D (for one sequence, pass
+                ``x[None]``).
+            mask: optional ``torch.bool`` tensor broadcastable to
+                ``(batch, num_heads, seq, seq)``, ``True`` = may attend, as in
+                :func:`scaled_dot_product_attention`; for example a ``(seq, seq)``
+                causal mask or a ``(batch, 1, 1, seq)`` padding mask.
             return_weights: also return the attention weights of every head.
 
         Returns:
             ``(batch, seq, d_model)``; or ``(output, weights)`` with weights
             ``(batch, num_heads, seq, seq)`` when ``return_weights`` is true.
+
+        Raises:
+            ValueError: ``x`` is not 3-D (``split_heads`` refuses it).
+            TypeError: ``mask`` is not a boolean tensor.
         """
         # YOUR CODE HERE
         # Hint: project, split_heads, attend, combine_heads, out_proj: five steps, the

@@ -1,8 +1,7 @@
 """Lets ``import mha_pe`` find the package these tests sit in.
 
-Set ``MHA_PE_PATH`` to the folder that contains another ``mha_pe`` package to
-run the same tests against it (the kit uses this to test the reference
-solutions).
+To run the same tests on an ``mha_pe`` package somewhere else (a copy you are
+experimenting with, say), set ``MHA_PE_PATH`` to the folder that contains it.
 """
 
 import os
@@ -13,7 +12,6 @@ import pytest
 import torch
 
 sys.path.insert(0, os.environ.get("MHA_PE_PATH") or str(Path(__file__).resolve().parents[2]))
-
 
 
 @pytest.fixture(autouse=True)

@@ -76,9 +76,11 @@ def test_shift_matrix_moves_the_encoding_by_k(k):
     assert tuple(m.shape) == (d_model, d_model), f"the shift matrix is (d_model, d_model), got {tuple(m.shape)}"
     src = torch.arange(max(0, -k), min(n, n - k))
     moved = pe[src] @ m.T  # row-wise M @ PE[pos]
+    shifted = f"pos {'-' if k < 0 else '+'} {abs(k)}"  # PE[pos - 2], not PE[pos + -2]
     assert torch.allclose(moved, pe[src + k], atol=1e-5), (
-        f"M @ PE[pos] must equal PE[pos + {k}] at every position: each (sin, cos) pair is turned by the fixed angle "
-        "k * frequency, so M is block diagonal with one 2x2 rotation per pair (expand sin(a+b) and cos(a+b))"
+        f"shift_matrix({k}) @ PE[pos] must equal PE[{shifted}] at every position: each (sin, cos) pair is turned by "
+        "the fixed angle k * frequency, so M is block diagonal with one 2x2 rotation per pair (expand sin(a+b) and "
+        "cos(a+b))"
     )
 
 

@@ -32,6 +32,17 @@ def test_attention_shapes_and_rows_sum_to_one():
     )
 
 
+@pytest.mark.parametrize("lead", [(), (3,), (2, 4)], ids=["no-batch", "batch", "batch-heads"])
+def test_attention_accepts_any_number_of_leading_dimensions(lead):
+    q, k, v = torch.randn(*lead, 4, 8), torch.randn(*lead, 6, 8), torch.randn(*lead, 6, 5)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert tuple(out.shape) == (*lead, 4, 5) and tuple(weights.shape) == (*lead, 4, 6), (
+        f"with leading dimensions {lead} the output must be {(*lead, 4, 5)} and the weights {(*lead, 4, 6)}, got "
+        f"{tuple(out.shape)} and {tuple(weights.shape)}: work on the last two axes only (transpose(-2, -1), "
+        "softmax(dim=-1)), whatever comes before them"
+    )
+
+
 def test_attention_is_scaled_by_sqrt_of_the_feature_size():
     q, k, v = torch.randn(1, 3, 16), torch.randn(1, 3, 16), torch.randn(1, 3, 4)
     _, weights = scaled_dot_product_attention(q, k, v)
