@@ -50,8 +50,8 @@ def scan_module(source, module):
     """``{contract name: set of forbidden APIs}`` for one student file; module-level use taints every name."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return {}  # the import will fail and say so
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}  # the import will fail and say so (a parser's recursion limit is the submission's doing too)
     aliases, direct = _torch_aliases(tree)
     names = [name for name, owner in contract.NAMES.items() if owner == module]
     result = {}
