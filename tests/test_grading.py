@@ -300,3 +300,44 @@ def test_a_worker_that_ends_as_it_is_stopped_is_still_confirmed_gone(warm_factor
         worker.output.join(timeout=5)
     assert None not in ends, f"{ends.count(None)} of {len(ends)} ends went unconfirmed"
     assert warm_factory.zygote is zygote and zygote.alive
+
+
+def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, monkeypatch):
+    """Reading or writing one student's files can fail (a disk error, a full quota): the class goes on."""
+    import errno
+    import os as real_os
+
+    from autograder import grading, results as records, submission
+
+    for student in ("alice", "broken-read", "broken-write"):
+        copy_package(REFERENCE, tmp_path / "class" / student)
+    real_read, real_save = real_os.read, records.save
+    unreadable = str(tmp_path / "class" / "broken-read")
+
+    def failing_read_submission(folder, notebook=True):
+        if str(folder) == unreadable:
+            def eio(fd, size):
+                raise OSError(errno.EIO, "I/O error")
+            monkeypatch.setattr(submission.os, "read", eio)
+            try:
+                return original(folder, notebook)
+            finally:
+                monkeypatch.setattr(submission.os, "read", real_read)
+        return original(folder, notebook)
+
+    def failing_save(result, path):
+        if result.student == "broken-write":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(result, path)
+
+    original = submission.read_submission
+    monkeypatch.setattr(submission, "read_submission", failing_read_submission)
+    monkeypatch.setattr(records, "save", failing_save)
+    results = {result.student: result for result in grade_class(
+        tmp_path / "class", tmp_path / "out", jobs=1, emit=lambda line: None, skip_notebook=True)}
+    assert set(results) == {"alice", "broken-read", "broken-write"}
+    assert results["alice"].score == results["alice"].max_score > 0
+    assert results["broken-read"].score == 0
+    assert any("could not be read" in note for note in results["broken-read"].notes)
+    assert any("could not be written" in note for note in results["broken-write"].notes)
+    assert (tmp_path / "out" / "gradebook.csv").exists()
