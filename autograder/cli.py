@@ -9,6 +9,7 @@ import sys
 
 from . import paths
 from .errors import KitError
+from .sandbox import MODES
 
 
 def _release(args):
@@ -72,7 +73,7 @@ def _gradescope(args):
 def _gradescope_run(args):
     from .gradescope import run
 
-    run(args.root)
+    run(args.root, sandbox_mode=args.sandbox)
     return 0
 
 
@@ -126,8 +127,10 @@ def build_parser():
     grade.add_argument("class_dir", metavar="CLASS_DIR", help="one folder per student; the folder name is the id")
     grade.add_argument("--out", required=True, metavar="OUT_DIR", help="where results and reports go")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
-    grade.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"),
-                       help="auto: bwrap when it works, else none with a loud warning (default auto)")
+    grade.add_argument("--sandbox", default="auto", choices=MODES,
+                       help="auto: the strongest that works (bwrap, then uid: confined without namespaces, as "
+                            "root), else none with a loud warning; isolated: bwrap or uid, never none "
+                            "(default auto)")
     grade.add_argument("--resume", action="store_true", help="skip students whose submission and grader are unchanged")
     grade.add_argument("--skip-notebook", action="store_true", help="grade the code only, not the notebook")
     grade.add_argument("--shard", metavar="I/N", help="grade only shard I of N (a stable share of the class)")
@@ -151,6 +154,8 @@ def build_parser():
 
     gsr = commands.add_parser("gradescope-run", help="(inside Gradescope) grade ROOT/submission")
     gsr.add_argument("--root", default="/autograder")
+    gsr.add_argument("--sandbox", default="isolated", choices=("isolated", "bwrap", "uid"),
+                     help="never grades unisolated: fails when neither bwrap nor uid works (default isolated)")
     gsr.set_defaults(run=_gradescope_run)
 
     rub = commands.add_parser("rubric", help="write the rubric page from the hidden tests (names, points, no code)")
@@ -166,13 +171,13 @@ def build_parser():
     book.set_defaults(run=_gradebook)
 
     val = commands.add_parser("validate", help="grade the reference (full marks) and the stubs (zero)")
-    val.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"))
+    val.add_argument("--sandbox", default="auto", choices=MODES)
     val.add_argument("--jobs", type=int, default=2)
     val.set_defaults(run=_validate)
 
     demo = commands.add_parser("demo", help="run the kit's main job on the bundled material")
     demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
-    demo.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"))
+    demo.add_argument("--sandbox", default="auto", choices=MODES)
     demo.set_defaults(run=_demo)
     return parser
 

@@ -63,8 +63,12 @@ def build_package(destination):
     return destination
 
 
-def run(root, emit=print):
-    """Grade ``ROOT/submission`` as one student and write ``ROOT/results/results.json``."""
+def run(root, emit=print, sandbox_mode="isolated"):
+    """Grade ``ROOT/submission`` as one student and write ``ROOT/results/results.json``.
+
+    Isolation is required (bubblewrap, or the confined mode where Gradescope's container refuses user
+    namespaces): without it this fails loudly instead of grading unisolated.
+    """
     root = Path(root)
     submission = root / "submission"
     if not submission.is_dir():
@@ -80,7 +84,7 @@ def run(root, emit=print):
         if intake.notebook is not None:
             (student / NOTEBOOK).write_bytes(intake.notebook)
         # A code-only Gradescope assignment has no notebook: grade the notebook only when one was handed in.
-        results = grade_class(student.parent, Path(tmp) / "out", jobs=1, emit=emit,
+        results = grade_class(student.parent, Path(tmp) / "out", jobs=1, emit=emit, sandbox_mode=sandbox_mode,
                               skip_notebook=intake.notebook is None)
         if intake.notes():
             results = [replace(results[0], notes=results[0].notes + tuple(intake.notes()),

@@ -23,13 +23,13 @@ import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from . import notebooks
+from . import notebooks, paths
 from . import results as records
 from . import submission as submissions
 from .errors import KitError
 from .progress import Progress
 from .reports import write_reports
-from .sandbox import Limits, Sandbox, choose_sandbox
+from .sandbox import Limits, Sandbox, choose_sandbox, lock_instructor_folders
 from .workers import WorkerFactory
 
 RESULTS = "results"
@@ -212,7 +212,7 @@ def judge_main(manifest_path):
     """Entry of a judge subprocess: read the sandbox from a manifest, tasks from stdin, report on stdout."""
     manifest = json.loads(Path(manifest_path).read_text())
     sandbox = Sandbox(manifest["mode"], manifest["note"], Limits(**manifest["limits"]), int(manifest["threads"]),
-                      bool(manifest["fork"]))
+                      bool(manifest["fork"]), int(manifest["landlock"]))
 
     def tasks():
         for line in sys.stdin:
@@ -235,7 +235,7 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
         manifest = Path(tmp) / "manifest.json"
         manifest.write_text(json.dumps({"mode": sandbox.mode, "note": sandbox.note, "out_dir": str(out_dir),
                                         "threads": sandbox.threads, "limits": asdict(sandbox.limits),
-                                        "fork": sandbox.fork}))
+                                        "fork": sandbox.fork, "landlock": sandbox.landlock}))
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
         pending = list(tasks)
         children, selector, assigned, attempts = [], selectors.DefaultSelector(), {}, {}
@@ -364,6 +364,12 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
     sandbox = choose_sandbox(sandbox_mode, limits, fork=fork)
     if not sandbox.isolated:
         emit(f"WARNING: {sandbox.note}")
+    elif sandbox.mode == "uid":
+        emit(f"sandbox: uid ({sandbox.note})")
+        if not sandbox.landlock:  # nothing else keeps a worker's user from reading them
+            out_dir.mkdir(parents=True, exist_ok=True)
+            lock_instructor_folders([paths.SOLUTIONS_DIR, paths.REPO_ROOT / "autograder" / "hidden_tests",
+                                     paths.REPO_ROOT / "tests", out_dir, Path(class_dir)])
     grader = submissions.grader_fingerprint()
     tasks, kept = [], []
     for student, folder in students:

@@ -1,4 +1,4 @@
-"""How a worker process is started: inside bubblewrap, or (said loudly) without a sandbox.
+"""How a worker process is started: inside bubblewrap, confined without namespaces, or (said loudly) neither.
 
 The bwrap sandbox gives the worker: no network; a read-only view of only the
 Python runtime, its installed packages, the worker's own code
@@ -7,8 +7,16 @@ limited size; its own PID namespace (nothing it starts outlives it); an
 unprivileged user (uid 65534); a scrubbed environment; no stdin. The worker
 itself lowers its rlimits (memory, processes, file size, open files, CPU)
 before it imports any student code.
+
+Where bubblewrap is refused (a container without user namespaces, such as
+Gradescope's or a CI runner's), ``uid`` needs no namespaces: the worker,
+started as root with a scrubbed environment and a private copy of its files,
+confines itself (:mod:`worker.confine`: Landlock, a user of its own, a
+system-call filter) before any student code runs, and when it ends every
+process of its user is killed.
 """
 
+import itertools
 import json
 import os
 import shutil
@@ -22,7 +30,12 @@ from .errors import KitError
 
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 NOBODY = 65534
-MODES = ("auto", "bwrap", "none")
+# auto: the strongest that works; isolated: bwrap or uid, never none.
+MODES = ("auto", "bwrap", "uid", "isolated", "none")
+ISOLATED = ("bwrap", "uid")
+# Users for confined workers: one per worker, far above any real account's.
+_UID_BASE = 0x60000000
+_uids = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -50,11 +63,12 @@ class Sandbox:
     note: str = ""
     limits: Limits = field(default_factory=Limits)
     threads: int = 1
-    fork: bool = True  # fork workers from a warm zygote when the kernel allows it
+    fork: bool = True  # fork workers from a warm zygote when the kernel allows it (bwrap only)
+    landlock: int = 0  # uid mode: the kernel's Landlock ABI (0: none; the kit's folders are then locked instead)
 
     @property
     def isolated(self):
-        return self.mode == "bwrap"
+        return self.mode in ISOLATED
 
 
 def _runtime_paths():
@@ -166,11 +180,54 @@ def _unsandboxed(sandbox, command, scratch_dir):
     return command, env, str(scratch_dir)
 
 
+def next_uid():
+    """A user id for one confined worker: its own, so that nothing of another worker is its to signal or read."""
+    return _UID_BASE + (os.getpid() % 4096) * 4096 + next(_uids) % 4096
+
+
+def _read_only_roots(code_dir, submission_dir):
+    roots = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc", "/sys", "/dev/null",
+             "/dev/zero", "/dev/urandom", "/dev/random", str(code_dir), str(submission_dir)]
+    roots += [str(path) for path in _runtime_paths()] + [str(device) for device in sorted(Path("/dev").glob("nvidia*"))]
+    return roots
+
+
+def _confined(sandbox, command, scratch_dir, submission_dir):
+    """``(argv, env, cwd)`` for ``--sandbox uid``: the worker's code copied into the scratch folder, a home of
+    its own user's, and the plan it confines itself by (read: the runtime, its code and the submission; write:
+    its home)."""
+    code = Path(scratch_dir) / "grader"
+    if not (code / "worker").is_dir():
+        shutil.copytree(WORKER_DIR, code / "worker", ignore=shutil.ignore_patterns("__pycache__"))
+    # Passable, not listable: the worker reaches its own folders by name and sees nothing beside them. (Its
+    # parents must be passable too: the judge's scratch root is made so by the worker factory.)
+    os.chmod(scratch_dir, 0o711)
+    uid = next_uid()
+    home = Path(scratch_dir) / f"home-{uid}"
+    home.mkdir(mode=0o700)
+    os.chown(home, uid, uid)
+    for path in [Path(submission_dir), *Path(submission_dir).iterdir()]:  # this worker's user alone reads them
+        os.chown(path, uid, uid)
+        os.chmod(path, 0o500 if path.is_dir() else 0o400)
+    plan = {"uid": uid, "gid": uid, "read": _read_only_roots(code, submission_dir), "write": [str(home)]}
+    env = dict(worker_environment(sandbox), PYTHONPATH=str(code), HOME=str(home), MPLCONFIGDIR=str(home),
+               TMPDIR=str(home), GRADER_CONFINE=json.dumps(plan))
+    return command, env, str(home)
+
+
+def confined_uid(env):
+    """The user a worker started with ``env`` confines itself to, or None."""
+    plan = (env or {}).get("GRADER_CONFINE")
+    return json.loads(plan)["uid"] if plan else None
+
+
 def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=None):
     """``(argv, env, cwd)`` that start one worker over ``submission_dir`` talking on ``in_fd``/``out_fd``."""
     python = [sys.executable, "-B", "-m", "worker.main", str(in_fd), str(out_fd)]
     if sandbox.mode == "none":
         return _unsandboxed(sandbox, python + [str(submission_dir)], scratch_dir)
+    if sandbox.mode == "uid":
+        return _confined(sandbox, python + [str(submission_dir)], scratch_dir, submission_dir)
     return (_bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"], info_fd=info_fd), {},
             str(scratch_dir))
 
@@ -192,14 +249,29 @@ def zygote_command(sandbox, control_fd, scratch_dir, info_fd=None):
     return _bwrap(sandbox, [], python, info_fd=info_fd), {}, str(scratch_dir)
 
 
+# The uid trial confines itself as a worker does, then imports modules no worker has loaded yet: the runtime must
+# be readable by the worker's user (a Python under /root, mode 0700, is not), and a socket must be refused.
+_UID_TRIAL = """
+import json, os, socket
+from worker import confine
+applied = confine.confine(json.loads(os.environ["GRADER_CONFINE"]))
+import decimal, fractions, sqlite3
+try:
+    socket.socket()
+except OSError:
+    print("sandbox-ok landlock=%d" % applied["landlock"])
+"""
+
+
 def _trial(sandbox):
-    """Start a real worker command that only prints; return None when it works, else the reason."""
+    """Start a real worker command that only prints; return None when it works, else the reason (and for uid,
+    the Landlock ABI in use as ``(None, abi)``)."""
     with tempfile.TemporaryDirectory(prefix="mha-pe-probe-") as tmp:
         submission = Path(tmp) / "submission"
         submission.mkdir()
         argv, env, cwd = worker_command(sandbox, submission, 0, 1, tmp)
         index = argv.index("-m")
-        argv = argv[:index] + ["-c", "import sys; print('sandbox-ok')"]
+        argv = argv[:index] + ["-c", _UID_TRIAL if sandbox.mode == "uid" else "import sys; print('sandbox-ok')"]
         try:
             done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=60,
                                   stdin=subprocess.DEVNULL)
@@ -207,24 +279,58 @@ def _trial(sandbox):
             return str(error)
         if done.returncode != 0 or "sandbox-ok" not in done.stdout:
             return (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1][:200]
+        if sandbox.mode == "uid":
+            return (None, int(done.stdout.split("landlock=")[1].split()[0]))
     return None
 
 
+def _bwrap_problem(limits, threads):
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed"
+    if os.geteuid() == 0 and not os.path.exists("/usr/bin/setpriv"):
+        return "setpriv (util-linux) is missing, needed to drop root inside the sandbox"
+    return _trial(Sandbox("bwrap", "", limits, threads))
+
+
+def _uid_problem(limits, threads):
+    """None and the Landlock ABI when confined workers work here, else the reason."""
+    if os.geteuid() != 0:
+        return "confining workers without namespaces needs root (to give each worker a user of its own)", 0
+    outcome = _trial(Sandbox("uid", "", limits, threads))
+    return outcome if isinstance(outcome, tuple) else (outcome, 0)
+
+
 def choose_sandbox(mode="auto", limits=None, threads=1, fork=True):
-    """Resolve ``--sandbox``: ``bwrap`` must work (else KitError); ``auto`` falls back to ``none`` with a note."""
+    """Resolve ``--sandbox``: the strongest mode that works for ``auto`` (bwrap, then uid, then none with a
+    loud note); ``isolated`` is bwrap or uid; ``bwrap`` and ``uid`` must work. KitError when what was asked
+    for does not work here."""
     if mode not in MODES:
         raise KitError(f"--sandbox must be one of {', '.join(MODES)}, got {mode!r}")
     limits = limits or Limits()
     if mode == "none":
         return Sandbox("none", "sandbox off (--sandbox none): student code ran without isolation", limits, threads)
-    if shutil.which("bwrap") is None:
-        reason = "bubblewrap (bwrap) is not installed"
-    elif os.geteuid() == 0 and not os.path.exists("/usr/bin/setpriv"):
-        reason = "setpriv (util-linux) is missing, needed to drop root inside the sandbox"
-    else:
-        reason = _trial(Sandbox("bwrap", "", limits, threads))
+    reasons = []
+    if mode in ("auto", "bwrap", "isolated"):
+        reason = _bwrap_problem(limits, threads)
+        if reason is None:
+            return Sandbox("bwrap", "", limits, threads, fork)
+        if mode == "bwrap":
+            raise KitError(f"--sandbox bwrap does not work here: {reason}")
+        reasons.append(f"bubblewrap: {reason}")
+    reason, abi = _uid_problem(limits, threads)
     if reason is None:
-        return Sandbox("bwrap", "", limits, threads, fork)
-    if mode == "bwrap":
-        raise KitError(f"--sandbox bwrap does not work here: {reason}")
-    return Sandbox("none", f"SANDBOX OFF: {reason}; student code ran without isolation", limits, threads)
+        how = f"Landlock ABI {abi}" if abi else "no Landlock: the kit's instructor-only folders are locked instead"
+        return Sandbox("uid", f"bubblewrap refused; workers confined by a user of their own, a system-call filter "
+                              f"and {how}", limits, threads, False, abi)
+    reasons.append(f"uid: {reason}")
+    if mode in ("uid", "isolated"):
+        raise KitError(f"--sandbox {mode} does not work here: {'; '.join(reasons)}")
+    return Sandbox("none", f"SANDBOX OFF: {'; '.join(reasons)}; student code ran without isolation", limits,
+                   threads)
+
+
+def lock_instructor_folders(paths):
+    """Without Landlock, what a confined worker's user must not read is made readable by its owner only."""
+    for path in paths:
+        if Path(path).exists():
+            os.chmod(path, 0o700)

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -100,6 +101,7 @@ class _Sandboxed:
         if sandbox.mode == "bwrap":
             self.info, info_w = os.pipe()
         argv, env, cwd = command(info_w)
+        self.uid = sandboxes.confined_uid(env)  # --sandbox uid: every process of this user is the worker's
         try:
             self.process = subprocess.Popen(
                 argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -142,12 +144,66 @@ class _Sandboxed:
             select.select([self.pidfd], [], [], 5.0)
             os.close(self.pidfd)
             self.pidfd = None
+        if self.uid is not None:
+            end_user(self.uid)
         self._close_info()
 
     def _close_info(self):
         if self.info is not None:
             os.close(self.info)
             self.info = None
+
+
+def end_user(uid, rounds=50):
+    """Kill every process of ``uid`` (a confined worker's own user) and wait until none is left.
+
+    Without a PID namespace this is how "ended" is made true: a child that becomes ``uid`` and signals -1 reaches
+    every process of that user and nothing else (the kernel's rule for kill(-1) by an unprivileged process);
+    repeated until the kernel finds none to signal (ESRCH), so a process forked meanwhile is caught too.
+    """
+    for _ in range(rounds):
+        child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    code = 0  # nothing of this user left
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            _remove_owned(uid)
+            return True
+        time.sleep(0.01)
+    return False
+
+
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _remove_owned(uid):
+    """Remove what ``uid`` left in the world-writable folders (possible only without Landlock), so nothing of it
+    reaches the next student. Its user could create entries only at their top level, or inside its own."""
+    for folder in SHARED_FOLDERS:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 class WorkerProcess(_Channel):
@@ -312,7 +368,9 @@ class WorkerFactory:
     def __init__(self, sandbox, scratch_root):
         self.sandbox, self.scratch_root = sandbox, Path(scratch_root)
         self.zygote, self.note = None, ""
-        self.use_zygote = sandbox.isolated and sandbox.fork
+        self.use_zygote = sandbox.mode == "bwrap" and sandbox.fork
+        if sandbox.mode == "uid":  # confined workers, each its own user, pass through to their own folders
+            os.chmod(scratch_root, 0o711)
 
     def _live_zygote(self):
         if not self.use_zygote:

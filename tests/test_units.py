@@ -99,3 +99,122 @@ def test_a_worker_is_stopped_through_a_handle_that_outlives_it():
     _, status = os.waitpid(running, 0)
     os.close(handle)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
+def test_the_sandbox_choice_is_the_strongest_that_works_and_isolated_never_means_none(monkeypatch):
+    from autograder import sandbox as sandboxes
+    from autograder.errors import KitError
+
+    monkeypatch.setattr(sandboxes, "_bwrap_problem", lambda limits, threads: "user namespaces are refused")
+    monkeypatch.setattr(sandboxes, "_uid_problem", lambda limits, threads: (None, 4))
+    chosen = sandboxes.choose_sandbox("auto")
+    assert chosen.mode == "uid" and chosen.isolated and chosen.landlock == 4 and not chosen.fork
+    assert sandboxes.choose_sandbox("isolated").mode == "uid"
+    with pytest.raises(KitError, match="user namespaces are refused"):
+        sandboxes.choose_sandbox("bwrap")
+
+    monkeypatch.setattr(sandboxes, "_uid_problem", lambda limits, threads: ("needs root", 0))
+    fallback = sandboxes.choose_sandbox("auto")
+    assert fallback.mode == "none" and not fallback.isolated
+    assert "user namespaces are refused" in fallback.note and "needs root" in fallback.note
+    for mode in ("isolated", "uid"):
+        with pytest.raises(KitError, match="does not work here"):
+            sandboxes.choose_sandbox(mode)
+
+
+def test_the_gradescope_run_refuses_to_grade_unisolated(tmp_path, monkeypatch):
+    from autograder import gradescope, sandbox as sandboxes
+    from autograder.errors import KitError
+
+    monkeypatch.setattr(sandboxes, "_bwrap_problem", lambda limits, threads: "user namespaces are refused")
+    monkeypatch.setattr(sandboxes, "_uid_problem", lambda limits, threads: ("no Landlock, no root", 0))
+    (tmp_path / "submission").mkdir()
+    with pytest.raises(KitError, match="isolated does not work here"):
+        gradescope.run(tmp_path, emit=lambda line: None)
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_system_call_filter_is_well_formed():
+    """Every jump lands inside the program, which ends in returns only (the kernel refuses anything else)."""
+    import struct
+
+    from autograder.worker.confine import _ARCHES, seccomp_program
+
+    for machine in _ARCHES:
+        program = seccomp_program(machine)
+        ops = [struct.unpack("<HBBI", program[index:index + 8]) for index in range(0, len(program), 8)]
+        for index, (code, jt, jf, _) in enumerate(ops):
+            if code & 0x07 == 0x05:  # a jump
+                assert index + 1 + max(jt, jf) < len(ops)
+        assert ops[-1][0] == 0x06 and ops[-2][0] == 0x06
+
+
+def test_a_confined_process_cannot_open_sockets_or_read_the_kit():
+    """The confinement itself, in a child process: no network, nothing of the kit, writes only at home."""
+    import os
+    import shutil
+    import socket
+    import tempfile
+    from pathlib import Path
+
+    from autograder import paths
+    from autograder.worker import confine
+
+    if os.geteuid() != 0:
+        pytest.skip("confining to another user needs root")
+    base = Path(tempfile.mkdtemp(prefix="mha-pe-confine-"))  # pytest's folders are not passable by other users
+    os.chmod(base, 0o711)
+    home = base / "home"
+    home.mkdir()
+    uid = 0x6FFF0000 + os.getpid() % 4096
+    os.chown(home, uid, uid)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        report = []
+        try:
+            applied = confine.confine({"uid": uid, "gid": uid, "read": ["/usr", "/lib", "/lib64", "/etc"],
+                                       "write": [str(home)]})
+            report.append(f"uid={os.getuid()} landlock={applied['landlock']}")
+            for label, attempt in (("socket", lambda: socket.socket()),
+                                   ("kit", lambda: open(paths.SOLUTIONS_DIR / "mha_pe" / "heads.py").read()),
+                                   ("home", lambda: open(home / "note.txt", "w").write("ok"))):
+                try:
+                    attempt()
+                    report.append(f"{label}:allowed")
+                except OSError:
+                    report.append(f"{label}:refused")
+        finally:
+            os.write(write, " ".join(report).encode())
+            os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    with os.fdopen(read) as handle:
+        report = handle.read().split()
+    shutil.rmtree(base)
+    assert report[0] == f"uid={uid}"
+    assert "socket:refused" in report and "kit:refused" in report and "home:allowed" in report
+
+
+def test_what_a_confined_worker_left_in_shared_folders_is_removed_with_it(tmp_path):
+    """Without Landlock a confined worker's user could park files in /tmp for the next student: gone at its end."""
+    import os
+    import tempfile
+
+    from autograder.workers import _remove_owned
+
+    if os.geteuid() != 0:
+        pytest.skip("files of another user need root to make")
+    uid = 0x6FFE0000 + os.getpid() % 4096
+    parked = tempfile.mkdtemp(prefix="parked-", dir="/tmp")
+    (open(os.path.join(parked, "data"), "w")).close()
+    other = tempfile.NamedTemporaryFile(prefix="not-parked-", dir="/tmp", delete=False)
+    other.close()
+    for path in (parked, os.path.join(parked, "data")):
+        os.chown(path, uid, uid)
+    try:
+        _remove_owned(uid)
+        assert not os.path.exists(parked)
+        assert os.path.exists(other.name)  # someone else's file stays
+    finally:
+        os.unlink(other.name)

@@ -74,6 +74,11 @@ def main(argv):
     limits = json.loads(os.environ.get("GRADER_LIMITS") or "{}")
     if limits:
         apply_limits(limits)
+    plan = os.environ.pop("GRADER_CONFINE", None)
+    if plan:  # --sandbox uid: confine before any student code (a failure here is a failed start, never a pass)
+        from .confine import confine
+
+        confine(json.loads(plan))
     protocol.send(out_fd, {"ready": True, "cuda": cuda, "torch": torch.__version__})
     warm_up(torch)  # while the judge is still busy with the previous student
     return serve(root, in_fd, out_fd)
