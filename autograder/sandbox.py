@@ -40,6 +40,8 @@ class Limits:
     start_seconds: float = 60.0
     output_bytes: int = 32 << 10
     reply_bytes: int = 64 << 20  # one reply from a worker, JSON and tensor bytes together
+    cell_seconds: float = 30.0  # one notebook cell (the worker's timer; the judge's deadline a little later)
+    notebook_seconds: float = 120.0  # a whole notebook: its cells and the calls its checks make
 
 
 @dataclass(frozen=True)
