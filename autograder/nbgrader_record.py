@@ -9,8 +9,8 @@ writes what it decided where nbgrader's formgrader looks for it:
   the executed notebooks carry the students' Markdown escaped;
 * ``submitted/<id>/mha_pe/`` (the bytes handed in) and ``autograded/<id>/mha_pe/``
   (the executed notebook, written by the judge);
-* ``gradebook.db``: the assignment's cells (nbgrader's own ``SaveCells`` on the
-  release notebook), then per student the autograded scores and comments the
+* ``gradebook.db``: the assignment's cells (as nbgrader's ``SaveCells`` records
+  them from the release notebook), then per student the autograded scores and comments the
   way nbgrader's ``SaveAutoGrades`` records them (an answer unchanged from the
   release scores 0 with "No response."; a changed one needs manual grading).
 
@@ -18,7 +18,10 @@ After grading in formgrader, :func:`read_cells` reads manual scores and
 comments back for the final gradebook and the regenerated feedback.
 """
 
+import contextlib
+import json
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,24 +58,20 @@ def notebook_path(course, kind, nbid):
 
 def write_notebooks(course, nbid, submitted, executed):
     """Write the bytes handed in (when readable) and the executed notebook (nbformat node) for one student."""
-    import nbformat
-
     for kind, data in (("submitted", submitted), ("autograded", executed)):
         path = notebook_path(course, kind, nbid)
         if data is None:
             if path.exists():
                 path.unlink()
             continue
-        text = data.decode("utf-8") if isinstance(data, bytes) else nbformat.writes(data)
+        text = (data.decode("utf-8", "replace") if isinstance(data, bytes)
+                else json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
         write_atomic(path, text)
 
 
 def ensure_course(course):
     """The course folder, its configuration and its database with the assignment's cells (made once)."""
-    import nbformat
-    from nbconvert.exporters.exporter import ResourcesDict
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.preprocessors import SaveCells
 
     course = Path(course)
     course.mkdir(parents=True, exist_ok=True)
@@ -83,6 +82,7 @@ def ensure_course(course):
     if not source.exists():
         source.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK, source)
+    _stamp(course / "gradebook.db")
     with Gradebook(db_url(course)) as gradebook:
         gradebook.update_or_create_assignment(paths.ASSIGNMENT_ID)
         try:
@@ -90,11 +90,43 @@ def ensure_course(course):
             return course
         except MissingEntry:
             pass
-    release = nbformat.read(str(paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK), as_version=4)
-    resources = ResourcesDict(nbgrader={"notebook": NOTEBOOK_ID, "assignment": paths.ASSIGNMENT_ID,
-                                        "db_url": db_url(course)})
-    SaveCells().preprocess(release, resources)
+        # The cells, as nbgrader's SaveCells records them from the release notebook (without importing
+        # nbconvert and nbformat, seconds of start-up on a busy machine).
+        release = json.loads((paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK).read_text(encoding="utf-8"))
+        gradebook.add_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID,
+                               kernelspec=json.dumps(release.get("metadata", {}).get("kernelspec", {})))
+        for cell in release["cells"]:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            grade_id, kind = meta.get("grade_id"), cell["cell_type"]
+            where = (grade_id, NOTEBOOK_ID, paths.ASSIGNMENT_ID)
+            if meta.get("grade"):
+                gradebook.update_or_create_grade_cell(*where, max_score=float(meta["points"]), cell_type=kind)
+            if meta.get("solution"):
+                gradebook.update_or_create_solution_cell(*where)
+            if meta.get("task"):
+                gradebook.update_or_create_task_cell(*where, max_score=float(meta["points"]), cell_type=kind)
+            if meta.get("grade") or meta.get("solution") or meta.get("locked") or meta.get("task"):
+                source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                gradebook.update_or_create_source_cell(*where, cell_type=kind, locked=bool(meta.get("locked")),
+                                                       source=source, checksum=meta.get("checksum"))
     return course
+
+
+def _stamp(db):
+    """A new database gets the alembic version nbgrader would give it, found in-process: nbgrader's own way runs
+    the ``alembic`` command, a Python start-up per course."""
+    import sqlite3
+
+    if db.exists():
+        return
+    from alembic.script import ScriptDirectory
+    import nbgrader
+
+    head = ScriptDirectory(str(Path(nbgrader.__file__).parent / "alembic")).get_current_head()
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+        connection.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (head,))
+        connection.commit()
 
 
 def record(course, results):
@@ -106,7 +138,8 @@ def record(course, results):
     if not graded:
         return
     ensure_course(course)
-    with Gradebook(db_url(course)) as gradebook:
+    with Gradebook(db_url(course)) as gradebook, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not in session")  # nbgrader's add_submission, harmless
         for result in graded:
             nbid = result.extra["notebook_id"]
             gradebook.update_or_create_student(nbid)

@@ -25,6 +25,7 @@ import ast
 import builtins
 import copy
 import functools
+import hashlib
 import html
 import json
 import math
@@ -81,7 +82,7 @@ class Assignment:
     written: dict  # grade_id -> points
     locked: dict  # grade_id -> released source of a locked cell that is not a check
     release_meta: dict  # grade_id -> the release's nbgrader metadata (checksums included)
-    release: dict  # the release notebook (nbformat v4 node)
+    release: dict  # the release notebook (its JSON)
 
     @property
     def max_points(self):
@@ -103,34 +104,24 @@ def _hidden_lines(source):
 @functools.lru_cache(maxsize=2)
 def load_assignment(source=SOURCE, release=RELEASE):
     """The trusted notebooks, read once per process."""
-    import nbformat
-
-    source_nb = nbformat.read(str(source), as_version=4)
-    release_nb = nbformat.read(str(release), as_version=4)
-    released = {_meta(cell).get("grade_id"): cell for cell in release_nb.cells if _meta(cell).get("grade_id")}
+    source_nb = json.loads(source.read_text(encoding="utf-8"))
+    release_nb = json.loads(release.read_text(encoding="utf-8"))
+    released = {_meta(cell).get("grade_id"): cell for cell in release_nb["cells"] if _meta(cell).get("grade_id")}
     checks, written, locked = {}, {}, {}
-    for cell in source_nb.cells:
-        meta, text = _meta(cell), _text(cell.source)
+    for cell in source_nb["cells"]:
+        meta, text = _meta(cell), _text(cell["source"])
         grade_id = meta.get("grade_id")
         if not grade_id:
             continue
-        if meta.get("grade") and cell.cell_type == "code" and not meta.get("solution"):
-            shown = _text(released[grade_id].source) if grade_id in released else ""
+        if meta.get("grade") and cell["cell_type"] == "code" and not meta.get("solution"):
+            shown = _text(released[grade_id]["source"]) if grade_id in released else ""
             checks[grade_id] = Check(grade_id, text, float(meta.get("points", 0)), _hidden_lines(text), shown)
         elif meta.get("grade") and meta.get("solution"):
             written[grade_id] = float(meta.get("points", 0))
         elif meta.get("locked") and grade_id in released:
-            locked[grade_id] = _text(released[grade_id].source)
+            locked[grade_id] = _text(released[grade_id]["source"])
     release_meta = {grade_id: dict(_meta(cell)) for grade_id, cell in released.items()}
     return Assignment(checks, written, locked, release_meta, release_nb)
-
-
-def source_cells():
-    """``{grade_id: (points, autograded)}`` of the notebook's graded cells."""
-    assignment = load_assignment()
-    cells = {grade_id: (check.points, True) for grade_id, check in assignment.checks.items()}
-    cells.update({grade_id: (points, False) for grade_id, points in assignment.written.items()})
-    return cells
 
 
 # ---------------------------------------------------------------- what the student's names become in the judge
@@ -316,14 +307,22 @@ def _empty(assignment, reason):
 
 def _written_state(cell, grade_id, assignment):
     """``pending``, ``unchanged`` (0, as nbgrader scores an untouched answer) or ``missing``."""
-    import nbformat
-    from nbgrader.utils import compute_checksum
-
     if cell is None:
         return "missing"
     meta = assignment.release_meta[grade_id]
-    probe = nbformat.from_dict({"cell_type": cell.cell_type, "source": cell.source, "metadata": {"nbgrader": meta}})
-    return "unchanged" if meta.get("checksum") == compute_checksum(probe) else "pending"
+    return "unchanged" if meta.get("checksum") == checksum(cell.cell_type, cell.source, meta) else "pending"
+
+
+def checksum(cell_type, source, meta):
+    """nbgrader's ``compute_checksum`` of a cell with this type, source and (trusted) nbgrader metadata: the same
+    digest, without importing nbgrader in every judge (a test compares the two)."""
+    digest = hashlib.md5()
+    grade, solution, locked = bool(meta.get("grade")), bool(meta.get("solution")), bool(meta.get("locked"))
+    for part in (source, cell_type, str(grade), str(solution), str(locked), meta["grade_id"]):
+        digest.update(part.encode("utf-8"))
+    if grade:
+        digest.update(str(float(meta["points"])).encode("utf-8"))
+    return digest.hexdigest()
 
 
 WRITTEN_OUTPUT = {"pending": "To be graded by your instructor.", "unchanged": "No response.",
@@ -453,29 +452,23 @@ def _judge(check, namespace, runner):
 # ---------------------------------------------------------------- the notebook formgrader shows
 
 def _executed_notebook(executed, verdicts, assignment):
-    """The autograded notebook: the student's cells (Markdown escaped, so formgrader renders no HTML of theirs),
-    the locked and test cells as released, the captured outputs, each check's verdict as its output."""
-    import nbformat
-
+    """The autograded notebook (nbformat v4 JSON): the student's cells (Markdown escaped, so formgrader renders
+    no HTML of theirs), the locked and test cells as released, the captured outputs, each check's verdict."""
     cells = []
     for number, (cell, grade_id, source, outputs) in enumerate(executed, 1):
         kind = cell.cell_type if cell is not None else "code"
         metadata = {"nbgrader": dict(assignment.release_meta[grade_id])} if grade_id else {}
+        node = {"cell_type": kind, "id": f"cell-{number}", "metadata": metadata}
         if kind == "code":
-            node = nbformat.v4.new_code_cell(source, metadata=metadata, execution_count=number)
             if grade_id in verdicts:
                 passed, why = verdicts[grade_id]
-                node.outputs = [] if passed else [nbformat.from_dict(_error("CheckFailed", why))]
-            else:
-                node.outputs = [nbformat.from_dict(output) for output in outputs or []]
-        elif kind == "markdown":
-            node = nbformat.v4.new_markdown_cell(html.escape(source, quote=False), metadata=metadata)
+                outputs = [] if passed else [_error("CheckFailed", why)]
+            node.update(source=source, execution_count=number, outputs=list(outputs or []))
         else:
-            node = nbformat.v4.new_raw_cell(html.escape(source, quote=False), metadata=metadata)
-        node.id = f"cell-{number}"
+            node["source"] = html.escape(source, quote=False)
         cells.append(node)
-    notebook = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(assignment.release.metadata))
-    return notebook
+    return {"cells": cells, "metadata": copy.deepcopy(assignment.release.get("metadata", {})), "nbformat": 4,
+            "nbformat_minor": 5}
 
 
 # ---------------------------------------------------------------- one student's result

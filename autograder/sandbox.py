@@ -177,17 +177,6 @@ def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=
             str(scratch_dir))
 
 
-def kernel_command(sandbox, notebook_dir, channel_dir, command, network=False):
-    """The bwrap command line for a notebook kernel: its notebook folder read-only, and ``channel_dir`` (its
-    connection file and, with the ``ipc`` transport, the Unix sockets it binds) read-write.
-
-    Without a network namespace of its own only ``ipc`` channels reach nbgrader; ``network=True`` (TCP
-    channels on localhost) keeps the host's.
-    """
-    return _bwrap(sandbox, [(notebook_dir, notebook_dir)], command, network=network, cwd=notebook_dir,
-                  writable=[(channel_dir, channel_dir)])
-
-
 def zygote_command(sandbox, control_fd, scratch_dir, info_fd=None):
     """``(argv, env, cwd)`` that start a zygote (no submission visible to it) on the socket ``control_fd``."""
     python = [sys.executable, "-B", "-m", "worker.zygote", str(control_fd)]
