@@ -437,3 +437,51 @@ def test_nbgrader_runs_from_this_environment():
     done = subprocess.run([sys.executable, "-m", "nbgrader", "--version"], capture_output=True, text=True,
                           env=notebooks._environment())
     assert done.returncode == 0 and "0.9.6" in done.stdout + done.stderr
+
+
+def small_class(folder, students=("ada", "bob", "cy")):
+    for student in students:
+        copy_package(paths.SOLUTIONS_DIR / "mha_pe", folder / student)
+        student_notebook(folder / student / notebooks.NOTEBOOK)
+    return folder
+
+
+def test_resume_regrades_only_the_notebook_that_changed(tmp_path):
+    class_dir, out = small_class(tmp_path / "class"), tmp_path / "out"
+    grade_class(class_dir, out, emit=lambda line: None)
+    executed = {student: (out / "nbgrader" / "autograded" / student / "mha_pe" / notebooks.NOTEBOOK).read_bytes()
+                for student in ("ada", "bob", "cy")}
+    shutil.copyfile(RELEASED, class_dir / "bob" / notebooks.NOTEBOOK)  # bob hands in a new (blank) notebook
+    said = []
+    results = {r.student: r for r in grade_class(class_dir, out, resume=True, emit=said.append)}
+    assert any("--resume: 2 student(s) unchanged" in line for line in said)
+    assert any(line.startswith("graded 1 submission(s)") for line in said)
+    assert notebook_points(results["bob"]) == (0, 3) and notebook_points(results["ada"]) == (3, 3)
+    after = (out / "nbgrader" / "autograded" / "bob" / "mha_pe" / notebooks.NOTEBOOK).read_bytes()
+    assert after != executed["bob"]
+    assert (out / "nbgrader" / "autograded" / "ada" / "mha_pe" / notebooks.NOTEBOOK).read_bytes() == executed["ada"]
+
+
+def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path):
+    from autograder.merge import merge
+
+    class_dir = small_class(tmp_path / "class")
+    shards = []
+    for index in (1, 2):
+        shards.append(tmp_path / f"shard{index}")
+        grade_class(class_dir, shards[-1], shard=(index, 2), emit=lambda line: None)
+    merged = tmp_path / "merged"
+    merge(shards, merged, emit=lambda line: None)
+    moved = tmp_path / "elsewhere" / "course-out"  # the instructor moves or downloads it: no absolute path inside
+    moved.parent.mkdir()
+    merged.rename(moved)
+    config = (moved / "nbgrader" / "nbgrader_config.py").read_text()
+    assert str(tmp_path) not in config
+    for student in ("ada", "bob", "cy"):
+        assert (moved / "nbgrader" / "autograded" / student / "mha_pe" / notebooks.NOTEBOOK).is_file()
+    give_manual_grades(moved / "nbgrader", "bob", "Well argued.")
+    with open(export_gradebook(moved), newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert rows["bob"]["total"] == rows["bob"]["max_total"] == "127"
+    assert rows["ada"]["notebook_pending_manual"] == "13" and rows["ada"]["max_total"] == "127"
+    assert "Well argued." in (moved / "feedback" / "bob.md").read_text()
