@@ -485,3 +485,18 @@ def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path)
     assert rows["bob"]["total"] == rows["bob"]["max_total"] == "127"
     assert rows["ada"]["notebook_pending_manual"] == "13" and rows["ada"]["max_total"] == "127"
     assert "Well argued." in (moved / "feedback" / "bob.md").read_text()
+
+
+def test_the_judges_checksum_is_nbgraders():
+    """An unchanged written answer is told by nbgrader's checksum, computed in the judge without nbgrader."""
+    import nbformat
+    from nbgrader.utils import compute_checksum
+
+    from autograder.notebook_stage import checksum
+
+    cells = [cell for cell in nbformat.read(str(RELEASED), as_version=4).cells if cell.metadata["nbgrader"].get("grade")]
+    assert len(cells) == 7
+    for cell in cells:
+        meta = dict(cell.metadata["nbgrader"])
+        assert checksum(cell.cell_type, cell.source, meta) == compute_checksum(cell) == meta["checksum"]
+        assert checksum(cell.cell_type, cell.source + " ", meta) != meta["checksum"]
