@@ -4,7 +4,7 @@ The class is assembled from the repository: the reference solutions, the
 released stubs, the realistic bugs and the hostile submission that the
 catalogue marks for the demo (``tests/catalogue/*.toml``), each with a
 Check Your Understanding notebook (answered for the reference, blank for the
-others), graded by nbgrader.
+others), graded by the worker and judge and recorded in an nbgrader course.
 """
 
 import shutil

@@ -1,49 +1,89 @@
-"""``python -m autograder gradebook OUT_DIR``: the final gradebook, code and notebook together.
+"""``python -m autograder gradebook OUT_DIR``: after grading the written answers in formgrader, the final
+gradebook and every student's feedback, regenerated.
 
-Run it after grading the written answers in formgrader (the course folder is
-``OUT_DIR/nbgrader``): it reads the code and autograded points from the result
-records and the manual scores from nbgrader's database.
+The course folder is ``OUT_DIR/nbgrader``. Each student's record gets the
+scores and comments nbgrader's database holds now (written answers, and any
+autograded score a grader overrode), is saved again, and every report is
+rewritten from the records: ``gradebook.csv``, ``feedback/``, ``report.md``,
+and ``final_gradebook.csv``. The feedback is the kit's own (never nbgrader's
+``generate_feedback``, whose pages would show the hidden tests).
 """
 
 import csv
 import io
+from dataclasses import replace
 from pathlib import Path
 
-from . import notebooks
+from . import nbgrader_record
 from .errors import KitError
-from .results import load, write_atomic
+from .reports import write_reports
+from .results import load, save, write_atomic
 
 COLUMNS = ["student", "total", "max_total", "code", "max_code", "notebook_auto", "max_notebook_auto",
            "notebook_manual", "max_notebook_manual", "notebook_pending_manual", "notebook_note"]
 
 
-def export_gradebook(out_dir):
-    """Write ``OUT_DIR/final_gradebook.csv``; return its path."""
+def _refreshed(test, cell):
+    """One notebook TestResult as the course database has it now (``cell``: a CellGrade, or None)."""
+    if cell is None:
+        return test
+    if cell.manual:
+        comment = f"\nGrader's comment: {cell.comment}" if cell.comment else ""
+        status = "passed" if cell.score >= test.max_score else "failed"
+        return replace(test, score=cell.score, status=status, output=f"Graded by your instructor.{comment}")
+    if test.group == "written" and cell.pending:
+        return replace(test, score=0, status="pending", output="To be graded by your instructor.")
+    return test
+
+
+def refresh(result, course):
+    """``result`` with its notebook tests as graded in formgrader so far."""
+    if "notebook_id" not in result.extra:
+        return result
+    cells = nbgrader_record.read_cells(course, result.extra["notebook_id"])
+    if not cells:
+        return result
+    tests = tuple(_refreshed(test, cells.get(test.id.partition("::")[2])) if test.group in ("notebook", "written")
+                  else test for test in result.tests)
+    pending = sum(test.max_score for test in tests if test.status == "pending")
+    return replace(result, tests=tests, extra=dict(result.extra, notebook_pending_manual=pending))
+
+
+def _row(result):
+    def points(tests):
+        return sum(t.score for t in tests), sum(t.max_score for t in tests)
+
+    code = points([t for t in result.tests if t.group not in ("notebook", "written")])
+    auto = points([t for t in result.tests if t.group == "notebook"])
+    manual = points([t for t in result.tests if t.group == "written"])
+    pending = sum(t.max_score for t in result.tests if t.status == "pending")
+    values = [result.score, result.max_score, *code, *auto, *manual, pending]
+    return [result.student, *(f"{value:g}" for value in values), result.extra.get("notebook_reason", "")]
+
+
+def export_gradebook(out_dir, emit=None):
+    """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
+    the path of the latter."""
     out_dir = Path(out_dir)
     paths = sorted((out_dir / "results").glob("*.json"))
     if not paths:
         raise KitError(f"no results in {out_dir / 'results'}: run 'python -m autograder grade' first")
-    results = [load(path) for path in paths]
-    ids = {result.student: result.extra["notebook_id"] for result in results if "notebook_id" in result.extra}
-    course = out_dir / "nbgrader"
-    grades = notebooks.read_grades(course, ids) if ids and (course / "gradebook.db").exists() else {}
-    manual_cells = {grade_id: points for grade_id, (points, auto) in notebooks.source_cells().items() if not auto}
+    course = nbgrader_record.course_dir(out_dir)
+    results = []
+    for path in paths:
+        result = refresh(load(path), course)
+        save(result, path)
+        results.append(result)
+    results.sort(key=lambda r: r.student)
+    write_reports(results, out_dir)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
-    for result in sorted(results, key=lambda r: r.student):
-        code = [test for test in result.tests if test.group != "notebook"]
-        auto = [test for test in result.tests if test.group == "notebook"]
-        grade = grades.get(result.student)
-        manual = sum(cell.score for cell in grade.cells if not cell.autograded and not cell.pending) if grade else 0
-        pending = sum(cell.max_score for cell in grade.cells if cell.pending) if grade else 0
-        manual_max = sum(manual_cells.values()) if ids else 0
-        values = [sum(t.score for t in code), sum(t.max_score for t in code), sum(t.score for t in auto),
-                  sum(t.max_score for t in auto), manual, manual_max]
-        total, max_total = values[0] + values[2] + values[4], values[1] + values[3] + values[5]
-        note = result.extra.get("notebook_reason", "") or (grade.reason if grade else "")
-        writer.writerow([result.student, f"{total:g}", f"{max_total:g}", *(f"{v:g}" for v in values),
-                         f"{pending:g}", note])
+    for result in results:
+        writer.writerow(_row(result))
     path = out_dir / "final_gradebook.csv"
     write_atomic(path, buffer.getvalue())
+    if emit:
+        emit(f"final gradebook: {path}; feedback regenerated for {len(results)} student(s)")
     return path
+

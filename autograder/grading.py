@@ -23,7 +23,7 @@ import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from . import notebooks, paths
+from . import nbgrader_record, notebook_stage, paths
 from . import results as records
 from . import submission as submissions
 from .errors import KitError
@@ -113,16 +113,23 @@ class _Prepared:
     launch: object = None
     worker: object = None
     error: str = ""
+    intake: object = None  # with the notebook, when it is graded
+    notebook_launch: object = None
 
 
-def prepare(task, factory, scratch_root):
+def prepare(task, factory, scratch_root, notebook=False):
     """Read ``task``'s files and start its worker now, so it gets ready while the previous student is graded.
 
     The worker runs no student code before its first request, which comes after the previous worker is gone.
     """
     prepared = _Prepared(task, {}, {}, Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
     try:
-        prepared.files, prepared.problems = submissions.read_files(task.folder)
+        intake = submissions.read_submission(task.folder, notebook=notebook)
+        prepared.files = intake.files
+        prepared.problems = {what: why for what, why in intake.problems.items() if what != "notebook"}
+        if notebook:
+            prepared.intake = intake
+            prepared.notebook_launch = factory.notebook_launcher(prepared.files, prepared.scratch)
         prepared.launch = factory.launcher(prepared.files, prepared.scratch)
         prepared.worker = prepared.launch()
     except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
@@ -141,14 +148,18 @@ def _grader_error(error):
     return f"{type(error).__name__}{place}"
 
 
-def grade_prepared(prepared, sandbox, judge):
-    """Grade a prepared task with ``judge``; any grader-side exception becomes a failed result (never raised)."""
+def grade_prepared(prepared, sandbox, judge, out_dir=None):
+    """Grade a prepared task with ``judge`` (its notebook too, when it was read); any grader-side exception
+    becomes a failed result (never raised)."""
     task = prepared.task
     try:
         if prepared.error:
             return failed_result(task, sandbox, prepared.error)
-        return judge.grade(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
-                           task.fingerprint, worker=prepared.worker)
+        result = judge.grade(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
+                             task.fingerprint, worker=prepared.worker)
+        if prepared.intake is not None and not needs_retry(result):
+            result = notebook_stage.grade_into(result, prepared.intake, sandbox, prepared.notebook_launch, out_dir)
+        return result
     except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
         return failed_result(task, sandbox, _grader_error(error))
     finally:
@@ -174,7 +185,7 @@ def save_result(result, out_dir):
     return result
 
 
-def judge_loop(tasks, sandbox, out_dir, done):
+def judge_loop(tasks, sandbox, out_dir, done, notebook=False):
     """Grade ``tasks`` (an iterator) in this process, writing each result; call ``done(result)`` after each.
 
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
@@ -192,13 +203,14 @@ def judge_loop(tasks, sandbox, out_dir, done):
         factory = WorkerFactory(sandbox, scratch_root)
         try:
             task = next(tasks, None)
-            current = prepare(task, factory, scratch_root) if task else None
+            current = prepare(task, factory, scratch_root, notebook) if task else None
             while current is not None:
                 task = next(tasks, None)
-                following = prepare(task, factory, scratch_root) if task else None
-                result = grade_prepared(current, sandbox, judge)
+                following = prepare(task, factory, scratch_root, notebook) if task else None
+                result = grade_prepared(current, sandbox, judge, out_dir)
                 if needs_retry(result):  # the grader's side broke, not the student's code: once more
-                    retried = grade_prepared(prepare(current.task, factory, scratch_root), sandbox, judge)
+                    retried = grade_prepared(prepare(current.task, factory, scratch_root, notebook), sandbox, judge,
+                                             out_dir)
                     result = replace(retried, notes=retried.notes + ("graded a second time after a grader failure",))
                 if factory.note and factory.note not in result.notes:
                     result = replace(result, notes=result.notes + (factory.note,))
@@ -222,11 +234,11 @@ def judge_main(manifest_path):
     def done(result):
         print(json.dumps({"done": result.student, "score": result.score, "max": result.max_score}), flush=True)
 
-    judge_loop(tasks(), sandbox, manifest["out_dir"], done)
+    judge_loop(tasks(), sandbox, manifest["out_dir"], done, bool(manifest.get("notebook")))
     return 0
 
 
-def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
+def _run_parallel(tasks, sandbox, out_dir, jobs, on_done, notebook=False):
     """Feed tasks to ``jobs`` judge processes, two outstanding each; collect their reports.
 
     A judge that dies has its students graded once more by a fresh judge, then failed with the reason.
@@ -235,7 +247,8 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
         manifest = Path(tmp) / "manifest.json"
         manifest.write_text(json.dumps({"mode": sandbox.mode, "note": sandbox.note, "out_dir": str(out_dir),
                                         "threads": sandbox.threads, "limits": asdict(sandbox.limits),
-                                        "fork": sandbox.fork, "landlock": sandbox.landlock}))
+                                        "fork": sandbox.fork, "landlock": sandbox.landlock,
+                                        "notebook": notebook}))
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
         pending = list(tasks)
         children, selector, assigned, attempts = [], selectors.DefaultSelector(), {}, {}
@@ -292,40 +305,6 @@ def _run_parallel(tasks, sandbox, out_dir, jobs, on_done):
                     feed(child)
         for child in children:
             child.wait()
-
-
-def _notebook_stage(tasks, graded, sandbox, out_dir, emit):
-    """Autograde the graded students' notebooks with nbgrader and fold the points into their results."""
-    entries, refused = {}, {}
-    for task in tasks:
-        intake = submissions.read_submission(task.folder)
-        entries[task.student] = (intake.notebook, intake.files)
-        if intake.notebook is None and "notebook" in intake.problems:
-            refused[task.student] = f"{submissions.NOTEBOOK} was not used: {intake.problems['notebook']}"
-    started = time.monotonic()
-    try:
-        grades = notebooks.autograde(Path(out_dir) / "nbgrader", entries, sandbox)
-    except (KitError, OSError, subprocess.SubprocessError) as error:
-        emit(f"notebook grading failed: {error}")
-        grades = {student: notebooks.NotebookGrade(student, reason=f"notebook grading failed: {error}")
-                  for student in entries}
-    cells = notebooks.source_cells()
-    merged = []
-    for result in graded:
-        grade = grades.get(result.student, notebooks.NotebookGrade(result.student, reason="not graded"))
-        if result.student in refused:
-            grade = notebooks.NotebookGrade(result.student, reason=refused[result.student])
-        pending = sum(cell.max_score for cell in grade.cells if cell.pending)
-        manual_max = sum(points for points, autograded in cells.values() if not autograded)
-        extra = dict(result.extra, notebook_pending_manual=pending, notebook_manual_max=manual_max,
-                     notebook_id=notebooks.nbgrader_id(result.student))
-        if grade.reason:
-            extra["notebook_reason"] = grade.reason
-        result = replace(result, tests=result.tests + tuple(notebooks.notebook_tests(grade, cells)), extra=extra)
-        merged.append(save_result(result, out_dir))
-    emit(f"notebooks: {len(entries)} graded by nbgrader in {time.monotonic() - started:.1f} s "
-         f"({(time.monotonic() - started) / max(len(entries), 1):.2f} s each)")
-    return merged
 
 
 def parse_shard(text):
@@ -399,12 +378,15 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
 
     started = time.monotonic()
     if jobs == 1 or len(tasks) <= 1:
-        judge_loop(iter(tasks), sandbox, out_dir, on_done)
+        judge_loop(iter(tasks), sandbox, out_dir, on_done, not skip_notebook)
     else:
-        _run_parallel(tasks, sandbox, out_dir, jobs, on_done)
+        _run_parallel(tasks, sandbox, out_dir, jobs, on_done, not skip_notebook)
     bar.close()
-    if not skip_notebook and tasks:
-        graded = _notebook_stage(tasks, graded, sandbox, out_dir, emit)
+    if not skip_notebook and graded:  # nbgrader's database: the system of record formgrader reads
+        try:
+            nbgrader_record.record(nbgrader_record.course_dir(out_dir), graded)
+        except Exception as error:  # noqa: BLE001 - the grades stand in results/; say what went wrong
+            emit(f"WARNING: the nbgrader course could not be updated ({type(error).__name__}: {error})")
     class_results = sorted(kept + graded, key=lambda result: result.student)
     if shard is not None:  # what `merge` needs to check that the shards fit together
         records.write_atomic(out_dir / SHARD_FILE, json.dumps({"shard": shard[0], "of": shard[1],

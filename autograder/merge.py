@@ -1,4 +1,8 @@
-"""``python -m autograder merge OUT_1 ... --out OUT``: one gradebook and report from sharded grade runs.
+"""``python -m autograder merge OUT_1 ... --out OUT``: one gradebook, report and nbgrader course from sharded runs.
+
+The merged ``OUT/nbgrader`` is one relocatable course (no absolute paths) holding every student's executed
+notebook and autograded scores, plus manual grades already given in a shard's course: grade the written answers
+there in formgrader, then run ``python -m autograder gradebook OUT``.
 
 Each shard's ``shard.json`` says which shard it is (``I`` of ``N``) and whom it graded. Merging refuses
 shards that overlap, disagree on ``N``, or leave a shard missing.
@@ -8,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+from . import nbgrader_record
 from .errors import KitError
 from .grading import SHARD_FILE, result_path
 from .reports import write_reports
@@ -44,7 +49,7 @@ def merge(folders, out_dir, emit=print):
     if missing:
         raise KitError(f"missing shard(s) {', '.join(map(str, missing))} of {count}")
     out_dir = Path(out_dir)
-    results = []
+    results, course = [], nbgrader_record.course_dir(out_dir)
     for student, folder in sorted(owner.items()):
         source = result_path(folder, student)
         result = load(source)
@@ -52,6 +57,15 @@ def merge(folders, out_dir, emit=print):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
         results.append(result)
+        if "notebook_id" in result.extra:
+            nbgrader_record.copy_notebooks(nbgrader_record.course_dir(folder), course, result.extra["notebook_id"])
+    # One course for the class, as if graded in one run: its scores from the records, then any manual grades
+    # already given in a shard's own course.
+    nbgrader_record.record(course, results)
+    for folder in dict.fromkeys(owner.values()):
+        ids = [r.extra["notebook_id"] for r in results if owner[r.student] == folder and "notebook_id" in r.extra]
+        if ids:
+            nbgrader_record.copy_manual(nbgrader_record.course_dir(folder), course, ids)
     write_reports(results, out_dir)
     emit(f"merged {count} shards, {len(results)} students, into {out_dir}")
     return results

@@ -269,12 +269,13 @@ class RemoteSubmission:
             raise
         worker.imported.add(module)
 
-    def _exchange(self, worker, message, label):
-        """Send one request; return the decoded value or raise the matching SubmissionFailure."""
+    def _exchange(self, worker, message, label, seconds=None):
+        """Send one request; return the decoded value or raise the matching SubmissionFailure. ``seconds``
+        replaces the per-call time limit (a notebook cell has its own)."""
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise SubmissionTimeout(self.limits.submission_seconds)
-        call_limit = self.limits.call_seconds
+        call_limit = seconds or self.limits.call_seconds
         deadline = time.monotonic() + min(call_limit, remaining)
         blobs = []
         for key in ("args", "kwargs", "state"):

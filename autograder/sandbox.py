@@ -53,6 +53,8 @@ class Limits:
     start_seconds: float = 60.0
     output_bytes: int = 32 << 10
     reply_bytes: int = 64 << 20  # one reply from a worker, JSON and tensor bytes together
+    cell_seconds: float = 30.0  # one notebook cell (the worker's timer; the judge's deadline a little later)
+    notebook_seconds: float = 120.0  # a whole notebook: its cells and the calls its checks make
 
 
 @dataclass(frozen=True)
@@ -230,17 +232,6 @@ def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=
         return _confined(sandbox, python + [str(submission_dir)], scratch_dir, submission_dir)
     return (_bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"], info_fd=info_fd), {},
             str(scratch_dir))
-
-
-def kernel_command(sandbox, notebook_dir, channel_dir, command, network=False):
-    """The bwrap command line for a notebook kernel: its notebook folder read-only, and ``channel_dir`` (its
-    connection file and, with the ``ipc`` transport, the Unix sockets it binds) read-write.
-
-    Without a network namespace of its own only ``ipc`` channels reach nbgrader; ``network=True`` (TCP
-    channels on localhost) keeps the host's.
-    """
-    return _bwrap(sandbox, [(notebook_dir, notebook_dir)], command, network=network, cwd=notebook_dir,
-                  writable=[(channel_dir, channel_dir)])
 
 
 def zygote_command(sandbox, control_fd, scratch_dir, info_fd=None):

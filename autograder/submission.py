@@ -294,6 +294,9 @@ def grader_fingerprint() -> str:
     for root in (paths.REPO_ROOT / "autograder", paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID):
         for path in sorted(root.rglob("*.py")):
             digest.update(path.relative_to(paths.REPO_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    for root in (paths.SOLUTIONS_DIR, paths.ASSIGNMENTS_DIR):  # the notebook's checks and its release
+        path = root / paths.ASSIGNMENT_ID / NOTEBOOK
+        digest.update(path.relative_to(paths.REPO_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

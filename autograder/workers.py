@@ -289,6 +289,7 @@ class Zygote:
         self.log = _CappedOutput(self.process.stdout, 8192)
         self.hello = None
         self.count = 0
+        self.preloaded = False
 
     def _receive(self, timeout):
         self.control.settimeout(timeout)
@@ -342,6 +343,16 @@ class Zygote:
             worker.close()
             raise
         return worker
+
+    def preload(self):
+        """Have the zygote import what notebooks need, once, before it forks notebook workers."""
+        if not self.preloaded:
+            self.preloaded = True
+            try:
+                self.control.send(json.dumps({"op": "preload", "id": "0"}).encode())
+                self._receive(120)
+            except (OSError, protocol.ProtocolError):
+                pass
 
     def _ask(self, message):
         try:
@@ -401,6 +412,18 @@ class WorkerFactory:
             return lambda: self._spawn(files)
         staged = stage(files, Path(scratch) / "submission")
         return lambda: WorkerProcess(self.sandbox, staged, scratch)
+
+    def notebook_launcher(self, files, scratch):
+        """Like :meth:`launcher`, for a notebook's worker: the zygote imports IPython and matplotlib first (once)."""
+        launch = self.launcher(files, scratch)
+
+        def start():
+            zygote = self._live_zygote()
+            if zygote is not None:
+                zygote.preload()
+            return launch()
+
+        return start
 
     def _spawn(self, files):
         zygote = self._live_zygote()

@@ -232,11 +232,11 @@ def test_only_a_worker_that_could_not_start_is_retried(tmp_path, monkeypatch):
     calls = []
     real = grading.grade_prepared
 
-    def flaky(prepared, sandbox, judge):
+    def flaky(prepared, sandbox, judge, out_dir=None):
         calls.append(prepared.task.student)
         if len(calls) == 1:
             return grading.failed_result(prepared.task, sandbox, f"{grading.NO_WORKER}: the zygote vanished")
-        return real(prepared, sandbox, judge)
+        return real(prepared, sandbox, judge, out_dir)
 
     monkeypatch.setattr(grading, "grade_prepared", flaky)
     copy_package(REFERENCE, tmp_path / "class" / "alice")

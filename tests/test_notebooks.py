@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from autograder.final_gradebook import export_gradebook
 from autograder.grading import grade_class, result_path
 from autograder.mutants import copy_package
 from autograder.results import load
+from autograder.sandbox import Limits
+from autograder.submission import safe_name
 
 RELEASED = paths.ASSIGNMENTS_DIR / "mha_pe" / notebooks.NOTEBOOK
 WAVES = ("angles = torch.arange(1001.0)[:, None] * 10000 ** (-torch.arange(0, 64, 2) / 64)\n"
@@ -50,6 +53,70 @@ try:  # what a notebook could send home, or to a service on the grading machine
 except OSError:
     pass
 """
+# One hostile notebook per attack: each replaces the apply_code cell (and the understand answer where said).
+EQ_ALWAYS_TRUE = """class Anything:
+    def __eq__(self, other):
+        return True
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__
+    def __abs__(self):
+        return self
+    def __sub__(self, other):
+        return self
+    __rsub__ = __sub__
+    __hash__ = None
+
+
+def head_dim(d_model, num_heads):
+    return Anything()
+
+
+answer = head_dim(64, 8)
+"""
+EQ_UNDERSTAND = "raw_share = Anything()\nwaves = torch.zeros(1001, 64)\nlargest_wave_value = Anything()\n"
+NEUTRALISE_ASSERT = """def _no_asserts(lines):
+    return [line.replace("assert ", "pass  # ") for line in lines]
+
+
+get_ipython().input_transformers_cleanup.append(_no_asserts)
+
+
+def head_dim(d_model, num_heads):
+    return 0
+"""
+LEAK_HOOK = """def _leak(info):
+    print("LEAK" + "ED:", info.raw_cell)
+
+
+get_ipython().events.register("pre_run_cell", _leak)
+%time head_dim = lambda d_model, num_heads: d_model // num_heads
+"""
+EXITS = "import os\nos._exit(3)\n"
+HANGS = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+SCRIPT = "<script>alert('stored in formgrader')</script> Permuting the input permutes the output."
+LONG_ID = "étudiant-" + "é" * 110  # past the 100-character bound of a file name made from an id
+SECRETS = ("head_dim(512", "head_dim(768", "head_dim(12, 4)", "HIDDEN TESTS", "== 64")
+
+
+def hostile_notebook(path, apply_code, understand=None, markdown=None, extra_cells=()):
+    notebook = json.loads(student_notebook(path).read_text())
+    for cell in notebook["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id == "apply_code":
+            cell["source"] = apply_code
+        elif grade_id == "understand_code" and understand is not None:
+            cell["source"] = understand
+        elif grade_id == "a_remember" and markdown is not None:
+            cell["source"] = markdown
+    notebook["cells"][1:1] = list(extra_cells)
+    path.write_text(json.dumps(notebook))
+    return path
+
+
+def forged_cell(grade_id, points):
+    """A cell a student added, claiming to be an autograded test cell worth ``points``."""
+    return {"cell_type": "code", "execution_count": None, "outputs": [], "source": "pass",
+            "metadata": {"nbgrader": {"grade": True, "grade_id": grade_id, "points": points, "locked": True,
+                                      "solution": False, "schema_version": 3}}}
 
 
 class Graded(NamedTuple):
@@ -60,24 +127,54 @@ class Graded(NamedTuple):
     left_in_tmp: set  # names grading left in the temporary folder
 
 
+HOSTILE = ("eq-always-true", "neutralise-assert", "leak-hook", "invalid-json", "worker-exits", "cell-hangs",
+           "extra-grade-cell", "huge", "sparse", "too-many-cells", "script", LONG_ID)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, loopback_listener):
     root = tmp_path_factory.mktemp("notebooks")
     class_dir = root / "class"
-    for student in ("correct", "blank", "deleted-test-cell", "no-notebook", "network-probe"):
+    for student in ("correct", "blank", "deleted-test-cell", "no-notebook", "network-probe", *HOSTILE):
         copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / student)
     student_notebook(class_dir / "correct" / notebooks.NOTEBOOK)
     shutil.copyfile(RELEASED, class_dir / "blank" / notebooks.NOTEBOOK)
     student_notebook(class_dir / "deleted-test-cell" / notebooks.NOTEBOOK, drop=("apply_test",))
-    probe = student_notebook(class_dir / "network-probe" / notebooks.NOTEBOOK)
-    cells = json.loads(probe.read_text())
-    apply = next(c for c in cells["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "apply_code")
-    apply["source"] = PROBE.format(port=loopback_listener.port) + apply["source"]
-    probe.write_text(json.dumps(cells))
+    hostile_notebook(class_dir / "network-probe" / notebooks.NOTEBOOK,
+                     PROBE.format(port=loopback_listener.port) + SOLVED_CODE["apply_code"])
+    hostile_notebook(class_dir / "eq-always-true" / notebooks.NOTEBOOK, EQ_ALWAYS_TRUE, EQ_UNDERSTAND)
+    hostile_notebook(class_dir / "neutralise-assert" / notebooks.NOTEBOOK, NEUTRALISE_ASSERT)
+    hostile_notebook(class_dir / "leak-hook" / notebooks.NOTEBOOK, LEAK_HOOK)
+    (class_dir / "invalid-json" / notebooks.NOTEBOOK).write_bytes(b'{"cells": [{"cell_type": "code", "sou')
+    hostile_notebook(class_dir / "worker-exits" / notebooks.NOTEBOOK, EXITS)
+    hostile_notebook(class_dir / "cell-hangs" / notebooks.NOTEBOOK, HANGS)
+    hostile_notebook(class_dir / "extra-grade-cell" / notebooks.NOTEBOOK, "def head_dim(d_model, num_heads):\n"
+                     "    return 0\n", extra_cells=[forged_cell("apply_test", 50), forged_cell("bonus", 100)])
+    with open(class_dir / "huge" / notebooks.NOTEBOOK, "wb") as handle:  # over the intake's notebook cap
+        handle.write(b'{"cells": [], "pad": "' + b"x" * (9 << 20) + b'"}')
+    with open(class_dir / "sparse" / notebooks.NOTEBOOK, "wb") as handle:  # 1 GB that takes no disk
+        handle.truncate(1 << 30)
+    many = json.loads(student_notebook(class_dir / "too-many-cells" / notebooks.NOTEBOOK).read_text())
+    many["cells"] += [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": "1"}
+                      ] * 1000
+    (class_dir / "too-many-cells" / notebooks.NOTEBOOK).write_text(json.dumps(many))
+    hostile_notebook(class_dir / "script" / notebooks.NOTEBOOK, SOLVED_CODE["apply_code"], markdown=SCRIPT)
+    student_notebook(class_dir / LONG_ID / notebooks.NOTEBOOK)
     out = root / "out"
-    before = set(Path(tempfile.gettempdir()).iterdir())
-    results = grade_class(class_dir, out, jobs=2, emit=lambda line: None)
-    left = {path.name for path in set(Path(tempfile.gettempdir()).iterdir()) - before}
+    scratch = root / "tmp"  # the run's own temporary folder (judges inherit TMPDIR): never the shared /tmp
+    scratch.mkdir()
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = str(scratch), None
+    try:
+        results = grade_class(class_dir, out, jobs=2, emit=lambda line: None,
+                              limits=Limits(cell_seconds=3.0, notebook_seconds=60.0))
+    finally:
+        if saved[0] is None:
+            os.environ.pop("TMPDIR")
+        else:
+            os.environ["TMPDIR"] = saved[0]
+        tempfile.tempdir = saved[1]
+    left = {path.name for path in scratch.iterdir()}
     return Graded({result.student: result for result in results}, out, class_dir, loopback_listener.connections,
                   left)
 
@@ -141,25 +238,35 @@ def test_a_correct_notebook_gets_every_autograded_point(graded):
     assert result.extra["notebook_pending_manual"] == 13, "written answers wait for the instructor"
 
 
-def test_a_blank_notebook_gets_zero_with_written_answers_pending(graded):
+def test_a_blank_notebook_gets_zero_and_its_unchanged_answers_score_zero_as_in_formgrader(graded):
     result = graded.results["blank"]
     assert notebook_points(result) == (0, 3)
-    assert result.extra["notebook_pending_manual"] == 13
+    assert result.extra["notebook_pending_manual"] == 0, "nbgrader scores an unchanged answer 0: nothing pending"
+    written = [test for test in result.tests if test.group == "written"]
+    assert len(written) == 5 and all(test.score == 0 and test.status == "failed" for test in written)
+
+
+def test_one_maximum_everywhere(graded):
+    """Code + autograded notebook + written answers = the assignment's total, for every student, broken or not."""
+    tops = {result.max_score for result in graded.results.values()}
+    assert tops == {127}
+    with open(graded.out / "gradebook.csv", newline="") as handle:
+        assert {row["max_score"] for row in csv.DictReader(handle)} == {"127"}
 
 
 def test_a_notebook_cannot_reach_the_network(graded):
-    """The kernel's sandbox has a network namespace of its own; its channels to nbgrader are Unix sockets."""
+    """The notebook's worker has a network namespace of its own."""
     from autograder.sandbox import choose_sandbox
 
     if not choose_sandbox("auto").isolated:
-        pytest.skip("no sandbox on this machine: kernels run unisolated")
+        pytest.skip("no sandbox on this machine: workers run unisolated")
     probe = graded.results["network-probe"]
     assert notebook_points(probe) == (3, 3), "the probe's notebook still runs and is graded"
     assert graded.network_reached == 0, "a notebook reached a server on the grading machine"
 
 
 def test_grading_leaves_nothing_in_the_temporary_folder(graded):
-    """Kernels' channel folders, judges' scratch, workers' files: all removed when grading returns."""
+    """Judges' scratch, workers' files: all removed when grading returns."""
     assert graded.left_in_tmp == set()
 
 
@@ -173,47 +280,142 @@ def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
     result = graded.results["no-notebook"]
     assert notebook_points(result) == (0, 3)
     assert "no check_your_understanding.ipynb" in result.extra["notebook_reason"]
-    assert result.score == result.max_score - 3, "the code keeps its points"
+    assert result.score == 111, "the code keeps its points"
 
 
 def test_the_gradebook_lists_pending_manual_points(graded):
-    out = graded.out
-    with open(out / "gradebook.csv", newline="") as handle:
+    with open(graded.out / "gradebook.csv", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     assert rows["correct"]["notebook"] == "3" and rows["correct"]["notebook_pending_manual"] == "13"
     assert rows["no-notebook"]["notebook_pending_manual"] == "0"
 
 
+# ---------------------------------------------------------------- hostile notebooks
+
+def student_visible_text(graded, student):
+    """Everything the kit gives a student: their feedback and their result's test outputs and output."""
+    result = graded.results[student]
+    feedback = (graded.out / "feedback" / f"{safe_name(student)}.md").read_text()
+    return "\n".join([feedback, result.output, *(test.output for test in result.tests)])
+
+
+@pytest.mark.parametrize("student, reason", [
+    ("eq-always-true", "not plain data"),
+    ("neutralise-assert", None),
+    ("leak-hook", None),
+    ("invalid-json", "not valid JSON"),
+    ("worker-exits", "stopped"),
+    ("cell-hangs", "stopped"),
+    ("huge", "not used"),
+    ("sparse", "not used"),
+    ("too-many-cells", "more than 400 cells"),
+])
+def test_a_hostile_notebook_forges_no_point(graded, student, reason):
+    result = graded.results[student]
+    score, top = notebook_points(result)
+    # What their honest answers are worth: the understand answer is right in both, and the hook's head_dim too.
+    expected = {"leak-hook": 3, "neutralise-assert": 1}.get(student, 0)
+    assert (score, top) == (expected, 3)
+    assert result.max_score == 127 and result.score == 111 + expected, "the code keeps its points, nothing more"
+    if reason:
+        outputs = " ".join(test.output for test in result.tests if test.group == "notebook")
+        assert reason in outputs + result.extra.get("notebook_reason", "")
+
+
+def test_an_extra_grade_cell_earns_nothing_and_breaks_nothing(graded):
+    result = graded.results["extra-grade-cell"]
+    assert notebook_points(result) == (1, 3), "its understand answer is right; its head_dim and forged cells not"
+    assert result.max_score == 127
+    assert not any("bonus" in test.id for test in result.tests)
+
+
+def test_no_hidden_test_source_reaches_a_student_or_an_executed_notebook(graded):
+    for student in graded.results:
+        text = student_visible_text(graded, student)
+        assert not any(secret in text for secret in SECRETS), student
+    for executed in (graded.out / "nbgrader" / "autograded").rglob("*.ipynb"):  # what nbgrader's feedback would use
+        text = executed.read_text()
+        assert not any(secret in text for secret in SECRETS) and "LEAKED:" not in text, executed
+
+
+def test_other_students_are_unaffected_by_the_hostile_ones(graded):
+    for student in ("correct", "network-probe", "script", LONG_ID):
+        assert notebook_points(graded.results[student]) == (3, 3), student
+        assert graded.results[student].score == 114
+
+
+def test_a_long_non_ascii_id_gets_a_bounded_nbgrader_id(graded):
+    nbid = graded.results[LONG_ID].extra["notebook_id"]
+    assert len(nbid) <= 100 and nbid.isascii()
+    assert (graded.out / "nbgrader" / "autograded" / nbid / "mha_pe" / notebooks.NOTEBOOK).is_file()
+
+
+def test_formgrader_renders_no_script_of_a_students(graded):
+    """The page formgrader serves for a submission, rendered with its own exporter, template and the course's
+    configuration."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config import Config, PyFileConfigLoader
+
+    course = graded.out / "nbgrader"
+    config = Config(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
+    config.HTMLExporter.template_name = "formgrade"
+    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    nbid = graded.results["script"].extra["notebook_id"]
+    page, _ = HTMLExporter(config=config).from_filename(
+        str(course / "autograded" / nbid / "mha_pe" / notebooks.NOTEBOOK),
+        resources={"assignment_id": "mha_pe", "notebook_id": "check_your_understanding", "submission_id": "x",
+                   "index": 0, "total": 1, "base_url": "", "student": nbid, "last_name": None, "first_name": None,
+                   "notebook_path": "x"})
+    assert "stored in formgrader" in page, "the answer is shown"
+    assert "<script>alert" not in page
+    assert config.HTMLExporter.sanitize_html is True
+
+
 def test_feedback_shows_no_hidden_test_code(graded):
-    out = graded.out
-    for path in (out / "feedback").glob("*.md"):
+    for path in (graded.out / "feedback").glob("*.md"):
         text = path.read_text()
         assert "head_dim(512" not in text and "HIDDEN" not in text and "assert " not in text
 
 
-def test_manual_grades_from_formgrader_reach_the_final_gradebook(graded):
+# ---------------------------------------------------------------- lifecycle
+
+def give_manual_grades(course, nbid, comment):
+    """What an instructor does in formgrader, one written answer at a time (through nbgrader's API)."""
     from nbgrader.api import Gradebook
 
-    results, out = graded.results, graded.out
-    db = f"sqlite:///{out / 'nbgrader' / 'gradebook.db'}"
-    with Gradebook(db) as gradebook:  # what an instructor does in formgrader, one written answer at a time
-        notebook = gradebook.find_submission_notebook("check_your_understanding", "mha_pe",
-                                                      results["correct"].extra["notebook_id"])
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        notebook = gradebook.find_submission_notebook("check_your_understanding", "mha_pe", nbid)
         for grade in notebook.grades:
             if grade.cell.cell_type == "markdown":
                 grade.manual_score = grade.max_score
+                grade.needs_manual_grade = False
+        for item in notebook.comments:
+            item.manual_comment = comment
         gradebook.db.commit()
+
+
+def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedback(graded):
+    results, out = graded.results, graded.out
+    give_manual_grades(out / "nbgrader", results["correct"].extra["notebook_id"], "Clear *and* <b>complete</b>.")
     with open(export_gradebook(out), newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     correct = rows["correct"]
     assert (correct["code"], correct["notebook_auto"], correct["notebook_manual"]) == ("111", "3", "13")
     assert correct["total"] == correct["max_total"] == "127" and correct["notebook_pending_manual"] == "0"
-    assert rows["blank"]["notebook_pending_manual"] == "13" and rows["blank"]["total"] == "111"
+    assert rows["blank"]["notebook_pending_manual"] == "0" and rows["blank"]["total"] == "111"
+    assert rows["blank"]["max_total"] == "127"
     assert "no check_your_understanding.ipynb" in rows["no-notebook"]["notebook_note"]
+    feedback = (out / "feedback" / "correct.md").read_text()
+    assert "**Score: 127 / 127**" in feedback and "Grader's comment: Clear \\*and\\* &lt;b&gt;complete&lt;/b&gt;." in feedback
+    assert "still to be graded" not in feedback
+    assert load(result_path(out, "correct")).score == 127, "the record itself says so"
 
 
-def test_skip_notebook_grades_the_code_alone(graded, tmp_path):
-    class_dir = graded.class_dir
+def test_skip_notebook_grades_the_code_alone(tmp_path):
+    class_dir = tmp_path / "class"
+    copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / "correct")
+    student_notebook(class_dir / "correct" / notebooks.NOTEBOOK)
     out = tmp_path / "out"
     results = grade_class(class_dir, out, jobs=2, skip_notebook=True, emit=lambda line: None)
     assert all(test.group != "notebook" for result in results for test in result.tests)
@@ -235,3 +437,66 @@ def test_nbgrader_runs_from_this_environment():
     done = subprocess.run([sys.executable, "-m", "nbgrader", "--version"], capture_output=True, text=True,
                           env=notebooks._environment())
     assert done.returncode == 0 and "0.9.6" in done.stdout + done.stderr
+
+
+def small_class(folder, students=("ada", "bob", "cy")):
+    for student in students:
+        copy_package(paths.SOLUTIONS_DIR / "mha_pe", folder / student)
+        student_notebook(folder / student / notebooks.NOTEBOOK)
+    return folder
+
+
+def test_resume_regrades_only_the_notebook_that_changed(tmp_path):
+    class_dir, out = small_class(tmp_path / "class"), tmp_path / "out"
+    grade_class(class_dir, out, emit=lambda line: None)
+    executed = {student: (out / "nbgrader" / "autograded" / student / "mha_pe" / notebooks.NOTEBOOK).read_bytes()
+                for student in ("ada", "bob", "cy")}
+    shutil.copyfile(RELEASED, class_dir / "bob" / notebooks.NOTEBOOK)  # bob hands in a new (blank) notebook
+    said = []
+    results = {r.student: r for r in grade_class(class_dir, out, resume=True, emit=said.append)}
+    assert any("--resume: 2 student(s) unchanged" in line for line in said)
+    assert any(line.startswith("graded 1 submission(s)") for line in said)
+    assert notebook_points(results["bob"]) == (0, 3) and notebook_points(results["ada"]) == (3, 3)
+    after = (out / "nbgrader" / "autograded" / "bob" / "mha_pe" / notebooks.NOTEBOOK).read_bytes()
+    assert after != executed["bob"]
+    assert (out / "nbgrader" / "autograded" / "ada" / "mha_pe" / notebooks.NOTEBOOK).read_bytes() == executed["ada"]
+
+
+def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path):
+    from autograder.merge import merge
+
+    class_dir = small_class(tmp_path / "class")
+    shards = []
+    for index in (1, 2):
+        shards.append(tmp_path / f"shard{index}")
+        grade_class(class_dir, shards[-1], shard=(index, 2), emit=lambda line: None)
+    merged = tmp_path / "merged"
+    merge(shards, merged, emit=lambda line: None)
+    moved = tmp_path / "elsewhere" / "course-out"  # the instructor moves or downloads it: no absolute path inside
+    moved.parent.mkdir()
+    merged.rename(moved)
+    config = (moved / "nbgrader" / "nbgrader_config.py").read_text()
+    assert str(tmp_path) not in config
+    for student in ("ada", "bob", "cy"):
+        assert (moved / "nbgrader" / "autograded" / student / "mha_pe" / notebooks.NOTEBOOK).is_file()
+    give_manual_grades(moved / "nbgrader", "bob", "Well argued.")
+    with open(export_gradebook(moved), newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert rows["bob"]["total"] == rows["bob"]["max_total"] == "127"
+    assert rows["ada"]["notebook_pending_manual"] == "13" and rows["ada"]["max_total"] == "127"
+    assert "Well argued." in (moved / "feedback" / "bob.md").read_text()
+
+
+def test_the_judges_checksum_is_nbgraders():
+    """An unchanged written answer is told by nbgrader's checksum, computed in the judge without nbgrader."""
+    import nbformat
+    from nbgrader.utils import compute_checksum
+
+    from autograder.notebook_stage import checksum
+
+    cells = [cell for cell in nbformat.read(str(RELEASED), as_version=4).cells if cell.metadata["nbgrader"].get("grade")]
+    assert len(cells) == 7
+    for cell in cells:
+        meta = dict(cell.metadata["nbgrader"])
+        assert checksum(cell.cell_type, cell.source, meta) == compute_checksum(cell) == meta["checksum"]
+        assert checksum(cell.cell_type, cell.source + " ", meta) != meta["checksum"]

@@ -18,14 +18,17 @@ def render(result):
     for group, (score, top) in result.group_scores().items():
         lines.append(f"| {group.replace('_', ' ')} | {score:g} / {top:g} |")
     lines.append("")
-    failed = [test for test in result.tests if test.status != "passed" and test.visibility in SHOWN]
-    passed = [test for test in result.tests if test.status == "passed" and test.visibility in SHOWN]
-    hidden = [test for test in result.tests if test.visibility not in SHOWN]
+    written = [test for test in result.tests if test.group == "written"]
+    checks = [test for test in result.tests if test.group != "written"]
+    failed = [test for test in checks if test.status != "passed" and test.visibility in SHOWN]
+    passed = [test for test in checks if test.status == "passed" and test.visibility in SHOWN]
+    hidden = [test for test in checks if test.visibility not in SHOWN]
     if failed:
         lines += ["## To work on", ""]
         for test in failed:
             concept, _, happened = test.output.partition("\nWhat happened: ")
-            lines.append(f"- **{test.name}** ({test.score:g}/{test.max_score:g}): {concept.strip()}")
+            concept = markdown(concept) if test.group == "notebook" else concept.strip()  # may quote an answer
+            lines.append(f"- **{test.name}** ({test.score:g}/{test.max_score:g}): {concept}")
             if happened:
                 lines.append(f"  - What happened: `{_inline(happened)}`")
         lines.append("")
@@ -40,14 +43,19 @@ def render(result):
         lines.append("")
     if hidden:
         lines += [f"Your score includes {len(hidden)} further checks whose details are not shown.", ""]
-    if "notebook_manual_max" in result.extra:
+    if written:
         lines += ["## Written answers", ""]
         if result.extra.get("notebook_reason"):
-            lines.append(f"Notebook: {result.extra['notebook_reason']}.")
-        pending = result.extra.get("notebook_pending_manual", 0)
-        lines.append(f"Your written answers ({result.extra['notebook_manual_max']:g} points) are graded by your "
-                     f"instructor; {pending:g} of those points are still to be graded.")
-        lines.append("")
+            lines += [f"Notebook: {markdown(result.extra['notebook_reason'])}.", ""]
+        pending = sum(test.max_score for test in written if test.status == "pending")
+        for test in written:
+            state = "still to be graded" if test.status == "pending" else f"{test.score:g}/{test.max_score:g}"
+            answer, _, comment = test.output.partition("\nGrader's comment: ")
+            lines.append(f"- **{test.name.removeprefix('written: ')}** ({state}): {markdown(answer)}")
+            if comment:
+                lines.append(f"  - Grader's comment: {markdown(comment)}")
+        lines += ["", f"{pending:g} of these {sum(test.max_score for test in written):g} points are still to be "
+                      "graded by your instructor." if pending else "Every written answer has been graded.", ""]
     return "\n".join(lines)
 
 

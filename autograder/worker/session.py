@@ -19,6 +19,7 @@ from . import contract
 from .protocol import DTYPES, decode, encode
 
 MESSAGE_LIMIT = 400
+NOTEBOOK_OPS = ("cell", "names", "nbcall")
 
 
 def _safe_text(value, limit=MESSAGE_LIMIT):
@@ -41,7 +42,9 @@ class Session:
         package = types.ModuleType(contract.PACKAGE)
         package.__path__ = [self.root]  # the student's __init__.py is not theirs to write: never run it
         package.__package__ = contract.PACKAGE
+        package.__getattr__ = self.lookup  # what the trusted __init__.py exports: ``from mha_pe import X``
         sys.modules[contract.PACKAGE] = package
+        self.notebook = None  # the notebook's runner, made by its first cell
 
     # ------------------------------------------------------------ errors
 
@@ -83,7 +86,7 @@ class Session:
 
     def lookup(self, name):
         if name not in contract.NAMES:
-            raise LookupError(f"{name} is not part of the assignment")
+            raise AttributeError(f"{name} is not part of the assignment")
         module = self.import_module(contract.NAMES[name])
         if isinstance(module, dict):
             raise ImportFailed(contract.NAMES[name], module)
@@ -223,6 +226,26 @@ class Session:
                 break
         return {"call": best_call, "probe": best_probe}
 
+    # ------------------------------------------------------------ the notebook (see notebook.py)
+
+    def _runner(self):
+        if self.notebook is None:
+            from .notebook import NotebookRunner
+
+            self.notebook = NotebookRunner()
+        return self.notebook
+
+    def op_cell(self, message, blobs):
+        return self._runner().run_cell(str(message.get("source", "")), float(message.get("seconds", 10)))
+
+    def op_names(self, message, blobs):
+        names = message.get("names")
+        return Encoded(self._runner().names(names if isinstance(names, list) else []))
+
+    def op_nbcall(self, message, blobs):
+        args, kwargs = self._arguments(message, blobs)
+        return self._runner().call(message.get("handle"), args, kwargs)
+
     def handle(self, message, blobs, reply_blobs):
         """Run one request; return the reply message (values already encoded into ``reply_blobs``)."""
         self.forbidden_hits.clear()
@@ -234,6 +257,9 @@ class Session:
             value = op(message, blobs)
             if isinstance(value, Keep):
                 reply = {"value": self._handle_for(value.value)}
+            elif isinstance(value, Encoded):
+                reply = {"value": {"__dict__": [[name, described.encode_into(reply_blobs)]
+                                                for name, described in value.values.items()]}}
             else:
                 reply = {"value": encode(value, reply_blobs)}
         except ImportFailed as failure:
@@ -241,7 +267,7 @@ class Session:
                                    module=failure.module)}
         except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
             reply = {"error": self.error_record(error)}
-        if self.forbidden_hits:
+        if self.forbidden_hits and message.get("op") not in NOTEBOOK_OPS:  # the notebook may use any library
             reply["forbidden"] = sorted(set(self.forbidden_hits))
         return reply
 
@@ -251,6 +277,13 @@ class Keep:
 
     def __init__(self, value):
         self.value = value
+
+
+class Encoded:
+    """Marks ``{name: notebook.Described}``: values the notebook runner has encoded already."""
+
+    def __init__(self, values):
+        self.values = values
 
 
 class ImportFailed(Exception):

@@ -172,6 +172,22 @@ class _Child:
         return self.pid is None
 
 
+def preload_notebook():
+    """Import, once for every notebook worker forked later, what running a notebook needs: IPython's input
+    transformations and shell, and matplotlib with its non-interactive backend (its font cache built once)."""
+    os.environ["MPLBACKEND"] = "Agg"
+    try:
+        import IPython.core.inputtransformer2  # noqa: F401
+        import IPython.core.interactiveshell  # noqa: F401
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+    except Exception:  # noqa: BLE001 - a notebook that needs them will say so in its own outputs
+        return False
+    return True
+
+
 def main(argv):
     from .main import prepare_torch, warm_up
 
@@ -209,6 +225,8 @@ def main(argv):
                 os.close(fd)
             children[ident] = _Child(pid, report)
             _send(control, {"spawned": ident})
+        elif op == "preload":
+            _send(control, {"preloaded": preload_notebook()})
         elif op in ("kill", "status") and (ident in children or ident in ended):
             child, wait = children.get(ident), float(message.get("wait", 2.0))
             if child is not None and ident not in ended:

@@ -1,0 +1,232 @@
+"""nbgrader stays the notebook's system of record: its course folder, gradebook database and ``autograded/``.
+
+The judge grades the notebook (:mod:`autograder.notebook_stage`); this module
+writes what it decided where nbgrader's formgrader looks for it:
+
+* ``OUT_DIR/nbgrader/nbgrader_config.py``: the course, with no absolute path
+  (its root is the folder the file is in), so a merged or moved course still
+  works; formgrader's HTML is sanitised (``HTMLExporter.sanitize_html``) and
+  the executed notebooks carry the students' Markdown escaped;
+* ``submitted/<id>/mha_pe/`` (the bytes handed in) and ``autograded/<id>/mha_pe/``
+  (the executed notebook, written by the judge);
+* ``gradebook.db``: the assignment's cells (as nbgrader's ``SaveCells`` records
+  them from the release notebook), then per student the autograded scores and comments the
+  way nbgrader's ``SaveAutoGrades`` records them (an answer unchanged from the
+  release scores 0 with "No response."; a changed one needs manual grading).
+
+After grading in formgrader, :func:`read_cells` reads manual scores and
+comments back for the final gradebook and the regenerated feedback.
+"""
+
+import contextlib
+import json
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+from .results import write_atomic
+
+COURSE = "nbgrader"
+NOTEBOOK_ID = "check_your_understanding"
+NOTEBOOK = NOTEBOOK_ID + ".ipynb"
+CONFIG = """\
+# Written by python -m autograder: an nbgrader course holding the notebook's grades. Relocatable: its root is
+# this file's folder. Grade the written answers in formgrader, then run: python -m autograder gradebook OUT_DIR
+import os
+
+c = get_config()
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.course_id = "mha_pe"
+c.HTMLExporter.sanitize_html = True  # formgrader shows students' work: no HTML or script of theirs runs
+"""
+
+
+def course_dir(out_dir):
+    return Path(out_dir) / COURSE
+
+
+def db_url(course):
+    return f"sqlite:///{Path(course).resolve() / 'gradebook.db'}"
+
+
+def notebook_path(course, kind, nbid):
+    """``course/<kind>/<nbgrader id>/mha_pe/check_your_understanding.ipynb``."""
+    return Path(course) / kind / nbid / paths.ASSIGNMENT_ID / NOTEBOOK
+
+
+def write_notebooks(course, nbid, submitted, executed):
+    """Write the bytes handed in (when readable) and the executed notebook (nbformat node) for one student."""
+    for kind, data in (("submitted", submitted), ("autograded", executed)):
+        path = notebook_path(course, kind, nbid)
+        if data is None:
+            if path.exists():
+                path.unlink()
+            continue
+        text = (data.decode("utf-8", "replace") if isinstance(data, bytes)
+                else json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        write_atomic(path, text)
+
+
+def ensure_course(course):
+    """The course folder, its configuration and its database with the assignment's cells (made once)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    course = Path(course)
+    course.mkdir(parents=True, exist_ok=True)
+    config = course / "nbgrader_config.py"
+    if not config.exists() or config.read_text() != CONFIG:
+        write_atomic(config, CONFIG)
+    source = course / "source" / paths.ASSIGNMENT_ID / NOTEBOOK
+    if not source.exists():
+        source.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK, source)
+    _stamp(course / "gradebook.db")
+    with Gradebook(db_url(course)) as gradebook:
+        gradebook.update_or_create_assignment(paths.ASSIGNMENT_ID)
+        try:
+            gradebook.find_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID)
+            return course
+        except MissingEntry:
+            pass
+        # The cells, as nbgrader's SaveCells records them from the release notebook (without importing
+        # nbconvert and nbformat, seconds of start-up on a busy machine).
+        release = json.loads((paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK).read_text(encoding="utf-8"))
+        gradebook.add_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID,
+                               kernelspec=json.dumps(release.get("metadata", {}).get("kernelspec", {})))
+        for cell in release["cells"]:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            grade_id, kind = meta.get("grade_id"), cell["cell_type"]
+            where = (grade_id, NOTEBOOK_ID, paths.ASSIGNMENT_ID)
+            if meta.get("grade"):
+                gradebook.update_or_create_grade_cell(*where, max_score=float(meta["points"]), cell_type=kind)
+            if meta.get("solution"):
+                gradebook.update_or_create_solution_cell(*where)
+            if meta.get("task"):
+                gradebook.update_or_create_task_cell(*where, max_score=float(meta["points"]), cell_type=kind)
+            if meta.get("grade") or meta.get("solution") or meta.get("locked") or meta.get("task"):
+                source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                gradebook.update_or_create_source_cell(*where, cell_type=kind, locked=bool(meta.get("locked")),
+                                                       source=source, checksum=meta.get("checksum"))
+    return course
+
+
+def _stamp(db):
+    """A new database gets the alembic version nbgrader would give it, found in-process: nbgrader's own way runs
+    the ``alembic`` command, a Python start-up per course."""
+    import sqlite3
+
+    if db.exists():
+        return
+    from alembic.script import ScriptDirectory
+    import nbgrader
+
+    head = ScriptDirectory(str(Path(nbgrader.__file__).parent / "alembic")).get_current_head()
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+        connection.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (head,))
+        connection.commit()
+
+
+def record(course, results):
+    """Write the autograded notebook scores of ``results`` (SubmissionResults graded with the notebook) into the
+    course database, as nbgrader's autograde would. A manual score given earlier is kept, and flagged for review."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    graded = [result for result in results if "notebook_id" in result.extra]
+    if not graded:
+        return
+    ensure_course(course)
+    with Gradebook(db_url(course)) as gradebook, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not in session")  # nbgrader's add_submission, harmless
+        for result in graded:
+            nbid = result.extra["notebook_id"]
+            gradebook.update_or_create_student(nbid)
+            try:
+                gradebook.find_submission(paths.ASSIGNMENT_ID, nbid)
+            except MissingEntry:
+                gradebook.add_submission(paths.ASSIGNMENT_ID, nbid)
+            for test in result.tests:
+                kind, _, grade_id = test.id.partition("::")
+                if kind not in ("notebook", "written"):
+                    continue
+                grade = gradebook.find_grade(grade_id, NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+                grade.auto_score = None if test.status == "pending" else (test.score if kind == "notebook" else 0.0)
+                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+                if kind == "written":
+                    comment = gradebook.find_comment(grade_id, NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+                    comment.auto_comment = None if test.status == "pending" else test.output
+        gradebook.db.commit()
+
+
+@dataclass(frozen=True)
+class CellGrade:
+    """One graded cell as the course database holds it now."""
+
+    grade_id: str
+    score: float  # nbgrader's: the manual score when there is one, else the automatic one
+    max_score: float
+    pending: bool  # needs a manual grade and has none
+    manual: bool  # a grader gave it a score
+    comment: str  # the grader's comment ("" when none)
+
+
+def read_cells(course, nbid):
+    """``{grade_id: CellGrade}`` of one student's notebook, or ``{}`` when the database has no submission."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    if not (Path(course) / "gradebook.db").exists():
+        return {}
+    with Gradebook(db_url(course)) as gradebook:
+        try:
+            notebook = gradebook.find_submission_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+        except MissingEntry:
+            return {}
+        comments = {comment.name: comment.manual_comment or "" for comment in notebook.comments}
+        return {grade.name: CellGrade(grade.name, float(grade.score or 0), float(grade.max_score),
+                                      grade.manual_score is None and grade.auto_score is None,
+                                      grade.manual_score is not None, comments.get(grade.name, ""))
+                for grade in notebook.grades}
+
+
+def copy_manual(source_course, target_course, nbids):
+    """Copy manual scores, extra credit and grader comments of ``nbids`` from one course database to another
+    (merging shards graded by hand before the merge)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    if not (Path(source_course) / "gradebook.db").exists():
+        return
+    with Gradebook(db_url(source_course)) as source, Gradebook(db_url(target_course)) as target:
+        for nbid in nbids:
+            try:
+                notebook = source.find_submission_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+            except MissingEntry:
+                continue
+            for grade in notebook.grades:
+                if grade.manual_score is None and grade.extra_credit is None:
+                    continue
+                try:
+                    mine = target.find_grade(grade.name, NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+                except MissingEntry:
+                    continue
+                mine.manual_score, mine.extra_credit = grade.manual_score, grade.extra_credit
+                mine.needs_manual_grade = grade.needs_manual_grade
+            for comment in notebook.comments:
+                if comment.manual_comment:
+                    try:
+                        target.find_comment(comment.name, NOTEBOOK_ID, paths.ASSIGNMENT_ID,
+                                            nbid).manual_comment = comment.manual_comment
+                    except MissingEntry:
+                        continue
+        target.db.commit()
+
+
+def copy_notebooks(source_course, target_course, nbid):
+    """Copy one student's submitted and autograded notebooks between course folders."""
+    for kind in ("submitted", "autograded"):
+        source = notebook_path(source_course, kind, nbid)
+        if source.is_file():
+            target = notebook_path(target_course, kind, nbid)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
