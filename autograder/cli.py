@@ -120,7 +120,7 @@ def build_parser():
     bench = commands.add_parser("bench", help="print speed ratios measured side by side")
     bench.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (default 5)")
     bench.add_argument("--class-size", type=int, default=100, help="synthetic class size for grading (0: skip)")
-    bench.add_argument("--notebooks", type=int, default=10, help="notebooks for the notebook stage (0: skip)")
+    bench.add_argument("--notebooks", type=int, default=20, help="notebooks for the notebook stage, one-time costs included (0: skip)")
     bench.set_defaults(run=_bench)
 
     grade = commands.add_parser("grade", help="grade every student folder of a class in the sandbox")
