@@ -9,8 +9,9 @@ file's, then the ``autograding-grading-reporter`` step with every step's result
 in its environment. Classroom points are feedback: the student controls this
 repository; the sandboxed ``grade`` run is the grade of record.
 
-Everything a student reads here speaks to the student: instructor-side set-up
-(the optional hidden-tests step) is explained in docs/instructor-guide.md.
+Everything a student reads here speaks to the student. The workflow holds no
+secret and fetches nothing private: a student can edit it and print whatever
+it can read, so a token (and the hidden tests it opens) would be theirs.
 """
 
 import ast
@@ -117,9 +118,6 @@ jobs:
     runs-on: ubuntu-latest
     if: github.actor != 'github-classroom[bot]'
     timeout-minutes: 30
-    env:
-      # Empty unless your course adds tests of its own here; they report results for 0 points.
-      HIDDEN_TESTS_REPOSITORY: ""
     steps:
       - name: Checkout code
         uses: actions/checkout@v4
@@ -131,23 +129,6 @@ jobs:
         run: |
           python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
           python -m pip install -r requirements.txt
-      - name: Fetch hidden tests (optional)
-        if: env.HIDDEN_TESTS_REPOSITORY != ''
-        uses: actions/checkout@v4
-        with:
-          repository: ${{{{ env.HIDDEN_TESTS_REPOSITORY }}}}
-          token: ${{{{ secrets.HIDDEN_TESTS_TOKEN }}}}
-          path: .hidden-tests
-      - name: Hidden tests (optional)
-        id: hidden-tests
-        if: env.HIDDEN_TESTS_REPOSITORY != ''
-        uses: classroom-resources/autograding-command-grader@v1
-        with:
-          test-name: hidden-tests
-          setup-command: ""
-          command: bash .hidden-tests/run.sh
-          timeout: 20
-          max-score: 0
 {blocks}      - name: Autograding Reporter
         uses: classroom-resources/autograding-grading-reporter@v1
         env:

@@ -1,10 +1,12 @@
 """Pictures of the lesson's objects (PNG files), drawn with matplotlib's file-only backend."""
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display on grading machines
+import matplotlib.patches as mpatches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 
@@ -41,23 +43,30 @@ def score_histogram(scores, max_score, path):
 
 
 def pass_rate_chart(rates, path):
-    """Horizontal bars: the fraction of students passing each test, ``rates = [(name, group, fraction)]``."""
+    """Horizontal bars, hardest first: the fraction of students passing each test, ``rates = [(name, group,
+    fraction)]``; each bar coloured by its part, with a legend, every name in full (wrapped) and its percentage."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    height = max(3.0, 0.22 * len(rates) + 1)
-    fig, ax = plt.subplots(figsize=(9, height), dpi=110)
+    ordered = sorted(rates, key=lambda item: (item[2], item[0]))  # by difficulty, ties by name
+    labels = ["\n".join(textwrap.wrap(name, 70)) or name for name, _, _ in ordered]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.2 * lines + 0.12 * len(ordered) + 1.5)), dpi=110)
     groups = list(dict.fromkeys(group for _, group, _ in rates))
     colors = plt.get_cmap("tab10")
-    names = [name if len(name) <= 60 else name[:57] + "..." for name, _, _ in rates]
-    ax.barh(range(len(rates)), [rate for _, _, rate in rates],
-            color=[colors(groups.index(group) % 10) for _, group, _ in rates])
-    ax.set_yticks(range(len(rates)), names, fontsize=7)
+    bars = ax.barh(range(len(ordered)), [rate for _, _, rate in ordered],
+                   color=[colors(groups.index(group) % 10) for _, group, _ in ordered])
+    for bar, (_, _, rate) in zip(bars, ordered):
+        ax.text(min(rate, 1.0) + 0.01, bar.get_y() + bar.get_height() / 2, f"{rate:.0%}", va="center", fontsize=7)
+    ax.set_yticks(range(len(ordered)), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("fraction of students passing")
-    ax.set_title("Pass rate per test (colour: part)")
-    fig.tight_layout()
-    fig.savefig(path)
+    ax.set_xlim(0, 1.1)
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+    ax.set_xlabel("students passing")
+    ax.set_title("Pass rate per test, hardest first")
+    ax.legend(handles=[mpatches.Patch(color=colors(index % 10), label=group.replace("_", " "))
+                       for index, group in enumerate(groups)], title="part", loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.savefig(path, bbox_inches="tight")  # the full names decide the width, nothing is cut
     plt.close(fig)
     return path
 

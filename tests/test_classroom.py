@@ -256,3 +256,13 @@ def test_the_guides_exist_and_point_at_real_commands_and_figures():
                     "merge out-1", "validate"):
         assert command in instructor
     assert "feedback" in (paths.REPO_ROOT / "docs" / "security.md").read_text()
+
+
+def test_the_classroom_workflow_holds_no_secret_and_fetches_nothing_private(template):
+    """A student can edit the workflow in their own repository and print anything it can read: a token there (and
+    the hidden tests it would open) would be the student's."""
+    workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
+    assert "secrets." not in workflow and "token:" not in workflow and "repository:" not in workflow
+    assert "hidden" not in workflow.lower()
+    checkouts = [line for line in workflow.splitlines() if "actions/checkout" in line]
+    assert len(checkouts) == 1  # the student's own repository, nothing else
