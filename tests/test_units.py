@@ -99,3 +99,28 @@ def test_a_worker_is_stopped_through_a_handle_that_outlives_it():
     _, status = os.waitpid(running, 0)
     os.close(handle)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
+def test_plain_strings_equal_to_a_contract_name_are_not_uses():
+    """``__all__`` lists the contract's own scaled_dot_product_attention, which shares the forbidden API's name."""
+    source = '''
+import torch
+
+__all__ = ["MultiHeadAttention", "scaled_dot_product_attention"]
+NAMES = ("scaled_dot_product_attention", "MultiheadAttention")
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    print("scaled_dot_product_attention")
+    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v, None
+'''
+    assert scan_module(source, "attention") == {}
+
+
+@pytest.mark.parametrize("lookup", ['vars(F)["scaled_dot_product_attention"]',
+                                    'F.__dict__.get("scaled_dot_product_attention")',
+                                    'operator.attrgetter("scaled_dot_product_attention")(F)'])
+def test_names_looked_up_as_strings_are_caught(lookup):
+    source = ("import operator\nimport torch.nn.functional as F\n"
+              f"def scaled_dot_product_attention(q, k, v, mask=None):\n    return {lookup}(q, k, v), None\n")
+    assert scan_module(source, "attention") == {
+        "scaled_dot_product_attention": {"torch.nn.functional.scaled_dot_product_attention"}}
