@@ -50,13 +50,13 @@ def _is_assertion(error):
 
 def _result_for(entry, outcome):
     """The TestResult of one hidden test from its rubric entry and its Outcome; plus a grader problem or None."""
-    test_id, name, group, points, concept, visibility, award_if_skipped = entry
+    test_id, name, group, points, concept, visibility, optional = entry
     if outcome.state == "passed":
         return TestResult(name, group, points, points, "passed", "", visibility, test_id), None
     if outcome.state == "skipped":
-        if award_if_skipped:
-            return TestResult(name, group, points, points, "passed", f"Not checked here ({outcome.reason}).",
-                              visibility, test_id), None
+        if optional:  # this machine cannot run it (no GPU): it counts neither in the score nor in the maximum
+            return TestResult(name, group, 0, 0, "skipped", f"Not counted here: {outcome.reason}.", visibility,
+                              test_id), None
         return TestResult(name, group, 0, points, "failed", f"{concept}\nNot checked: {outcome.reason}.", visibility,
                           test_id), None
     failure = _student_failure(outcome.error)

@@ -124,3 +124,18 @@ def test_names_looked_up_as_strings_are_caught(lookup):
               f"def scaled_dot_product_attention(q, k, v, mask=None):\n    return {lookup}(q, k, v), None\n")
     assert scan_module(source, "attention") == {
         "scaled_dot_product_attention": {"torch.nn.functional.scaled_dot_product_attention"}}
+
+
+def test_a_check_not_run_here_counts_nowhere_and_says_so():
+    """The GPU check on a machine without CUDA: 0 of 0, no pass rate, not a thing to work on."""
+    from autograder.reports import class_report, feedback
+
+    gpu = TestResult("On a GPU", "properties", 0, 0, "skipped", "Not counted here: no CUDA.", "hidden", "test_gpu")
+    other = TestResult("a", "heads", 2, 2, "passed", "", "visible", "test_a")
+    result = SubmissionResult("ünï", (other, gpu))
+    record = result.to_json()
+    assert "status" not in record["tests"][1] and record["tests"][1]["extra_data"]["counted"] is False
+    assert SubmissionResult.from_json(record) == result and (result.score, result.max_score) == (2, 2)
+    text = feedback.render(result)
+    assert "To work on" not in text and "count neither in your score nor in the maximum" in text
+    assert [name for name, _, _ in class_report.pass_rates([result])] == ["a"]
