@@ -139,3 +139,33 @@ def test_a_check_not_run_here_counts_nowhere_and_says_so():
     text = feedback.render(result)
     assert "To work on" not in text and "count neither in your score nor in the maximum" in text
     assert [name for name, _, _ in class_report.pass_rates([result])] == ["a"]
+
+
+def test_the_fake_device_applies_the_gpus_device_rules():
+    """A CPU 0-dim tensor may join a computation on another device (CUDA allows it; meta alone refuses it); any
+    other CPU tensor may not; a module's registered state moves with it, a plain tensor attribute does not."""
+    import torch
+
+    from autograder.worker.session import on_fake_device
+
+    scores, mask = torch.empty(2, 3, 3, device="meta"), torch.empty(3, 3, dtype=torch.bool, device="meta")
+    with pytest.raises(RuntimeError):
+        scores.masked_fill(~mask, torch.tensor(float("-inf")))  # plain meta: what the check used to run on
+    filled = on_fake_device(lambda s, m: s.masked_fill(~m, torch.tensor(float("-inf"))), (scores, mask), {})
+    assert filled["devices"] == ["meta"] and filled["value"].shape == (2, 3, 3)
+    with pytest.raises(RuntimeError, match="device"):
+        on_fake_device(lambda s: s.masked_fill(torch.ones(3, 3, dtype=torch.bool), 0.0), (scores,), {})
+
+    class Table(torch.nn.Module):
+        def __init__(self, persistent):
+            super().__init__()
+            self.register_buffer("pe", torch.zeros(5, 4), persistent=persistent)
+            self.plain = torch.zeros(5, 4)
+
+        def forward(self, x, plain=False):
+            return x + (self.plain if plain else self.pe)
+
+    for persistent in (True, False):
+        assert on_fake_device(Table(persistent), (torch.empty(2, 5, 4, device="meta"),), {})["devices"] == ["meta"]
+    with pytest.raises(RuntimeError, match="device"):
+        on_fake_device(Table(True), (torch.empty(2, 5, 4, device="meta"),), {"plain": True})
