@@ -116,31 +116,33 @@ def sine_pairs(table, tolerance=1e-3):
         partners = [b for b in fit[a].nonzero().flatten().tolist() if b not in used]
         if not partners:
             return None
-        b = partners[0]
-        used |= {a, b}
-        pairs.append((a, b) if angle_rate(table[:, a], table[:, b]) >= 0 else (b, a))
-    return pairs
+        used |= {a, partners[0]}
+        pairs.append((a, partners[0]))
+    rates = angle_rates(table, pairs)
+    return [(a, b) if rate >= 0 else (b, a) for (a, b), rate in zip(pairs, rates.tolist())]
 
 
 def unwrapped_angle(sine, cosine):
-    """The angle ``atan2(sine, cosine)`` along the positions, unwrapped (steps taken in (-pi, pi]), float64."""
+    """The angle ``atan2(sine, cosine)`` along the positions (dimension 0), unwrapped (steps taken in
+    (-pi, pi]), float64."""
     angle = torch.atan2(sine.double(), cosine.double())
-    step = torch.remainder(angle.diff() + torch.pi, 2 * torch.pi) - torch.pi
+    step = torch.remainder(angle.diff(dim=0) + torch.pi, 2 * torch.pi) - torch.pi
     return torch.cat((angle[:1], angle[:1] + step.cumsum(0)))
 
 
-def angle_rate(sine, cosine):
-    """Radians per position of the angle of one (sine, cosine) pair: the least-squares slope."""
-    angle = unwrapped_angle(sine, cosine)
-    positions = torch.arange(len(angle), dtype=torch.float64)
+def angle_rates(table, pairs):
+    """Radians per position of each (sine, cosine) pair's angle, signed: least-squares slopes, shape ``(pairs,)``."""
+    table = table.double()
+    sines, cosines = zip(*pairs)
+    angle = unwrapped_angle(table[:, list(sines)], table[:, list(cosines)])  # (positions, pairs)
+    positions = torch.arange(len(angle), dtype=torch.float64)[:, None]
     positions = positions - positions.mean()
-    return float((positions * (angle - angle.mean())).sum() / positions.pow(2).sum().clamp_min(1e-12))
+    return (positions * (angle - angle.mean(0))).sum(0) / positions.pow(2).sum().clamp_min(1e-12)
 
 
 def pair_rates(table, pairs):
     """``|radians per position|`` of each pair, in pair order."""
-    table = table.double()
-    return torch.tensor([abs(angle_rate(table[:, s], table[:, c])) for s, c in pairs], dtype=torch.float64)
+    return angle_rates(table, pairs).abs()
 
 
 def recurrence_residual(table):

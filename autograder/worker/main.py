@@ -47,6 +47,23 @@ def warm_up(torch):
     on_fake_device(fake, (torch.empty(2, 5, 4, device="meta"),), {})
     on_fake_device(layer, (torch.empty(2, 5, 4, device="meta"),), {})
 
+    class Attention(torch.nn.Module):  # the device checks' sizes: fake tensors cache their work by shape
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.o = (torch.nn.Linear(8, 8) for _ in range(4))
+
+        def forward(self, x, mask=None):
+            q, k, v = (layer(x).unflatten(-1, (2, 4)).transpose(1, 2) for layer in (self.q, self.k, self.v))
+            scores = (q / 2.0) @ k.transpose(-2, -1)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = scores.softmax(-1)
+            return self.o((weights @ v).transpose(1, 2).flatten(2)), weights
+
+    x = torch.empty(2, 5, 8, device="meta")
+    for mask in (None, torch.empty(5, 5, dtype=torch.bool, device="meta")):
+        on_fake_device(Attention(), (x,), {"mask": mask})
+
 
 def prepare_torch(threads):
     """Import torch configured for grading; return ``(torch, cuda available)``."""
