@@ -55,7 +55,9 @@ def test_combine_puts_each_head_back_in_order(layout):
         pytest.fail("combine_heads must accept any (batch, heads, seq, head_dim) tensor: once the head axis is moved "
                     "back the tensor is no longer contiguous in memory, which .view() refuses; use reshape, or "
                     f".contiguous() before .view() ({error})")
-    assert tuple(out.shape) == (2, 5, 12), f"combine_heads must return (batch, seq, heads*head_dim), got {tuple(out.shape)}"
+    assert tuple(out.shape) == (2, 5, 12), (
+        f"combine_heads must return (batch, seq, heads*head_dim), got {tuple(out.shape)}"
+    )
     for h in range(3):
         assert torch.equal(out[:, :, 4 * h:4 * (h + 1)], heads[:, h]), (
             "combine_heads is the inverse of split_heads: head h's features go to positions "

@@ -166,4 +166,5 @@ def test_gradients_reach_every_projection():
 
 
 def test_module_rejects_indivisible_width():
-    must_raise_value_error(lambda: MultiHeadAttention(10, 4), "MultiHeadAttention with a d_model num_heads does not divide")
+    must_raise_value_error(lambda: MultiHeadAttention(10, 4),
+                           "MultiHeadAttention with a d_model that num_heads does not divide")

@@ -77,7 +77,8 @@ def test_each_pair_turns_at_its_frequency():
 
 
 def test_base_changes_the_slow_frequencies():
-    slow, fast = get_positional_encoding(5, 4, base=10000.0).double(), get_positional_encoding(5, 4, base=100.0).double()
+    slow = get_positional_encoding(5, 4, base=10000.0).double()
+    fast = get_positional_encoding(5, 4, base=100.0).double()
     assert torch.allclose(pair_steps(fast, 1).abs(), torch.full((4,), 100.0 ** -0.5, dtype=torch.float64),
                           atol=1e-5), (
         "the base argument sets how slowly the later pairs turn: use the base you are given; with base=100 and "
