@@ -132,12 +132,6 @@ class RemoteObject:
         """``{"parameters": {name: tensor}, "buffers": {name: tensor}}``, every name of each (aliases too)."""
         return self._ask("tensors", f"{self._name} parameters")
 
-    def state_dict(self):
-        return self._ask("state_dict", f"{self._name}.state_dict")
-
-    def load_state_dict(self, state):
-        return self._ask("load_state_dict", f"{self._name}.load_state_dict", state=state)
-
     def to(self, target):
         """Move the module to a device (``"meta"``, ``"cuda"``) or convert it to a dtype (``torch.float64``)."""
         if isinstance(target, str):
@@ -273,7 +267,7 @@ class RemoteSubmission:
         call_limit = self.limits.call_seconds
         deadline = time.monotonic() + min(call_limit, remaining)
         blobs = []
-        for key in ("args", "kwargs", "state", "override"):
+        for key in ("args", "kwargs", "override"):
             if key in message:
                 message[key] = protocol.encode(message[key], blobs)
         try:

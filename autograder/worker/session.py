@@ -179,14 +179,6 @@ class Session:
         return {"parameters": {name: p.detach() for name, p in module.named_parameters(remove_duplicate=False)},
                 "buffers": {name: b.detach() for name, b in module.named_buffers(remove_duplicate=False)}}
 
-    def op_state_dict(self, message, blobs):
-        return dict(self._object(message["handle"]).state_dict())
-
-    def op_load_state_dict(self, message, blobs):
-        state = decode(message["state"], blobs)
-        self._object(message["handle"]).load_state_dict(state, strict=True)
-        return None
-
     def op_to(self, message, blobs):
         target = self._object(message["handle"])
         if "dtype" in message:
