@@ -1,11 +1,12 @@
 # Two entry points: `make demo` and `make test`. Both create .venv when missing.
+# `make gpu-check` on a machine with CUDA.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test bench release check-release clean
+.PHONY: demo test bench gpu-check release check-release clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +23,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m autograder bench
+
+# Where a GPU is lent: the reference and the bug catalogue graded with CUDA required (fails without it).
+gpu-check: $(STAMP)
+	$(BIN)/python -m autograder validate --require-cuda
 
 release: $(STAMP)
 	$(BIN)/python -m autograder release

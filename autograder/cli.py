@@ -60,7 +60,7 @@ def _judge(args):
 def _validate(args):
     from .validate import validate
 
-    return 0 if validate(sandbox_mode=args.sandbox, jobs=args.jobs) else 1
+    return 0 if validate(sandbox_mode=args.sandbox, jobs=args.jobs, require_cuda=args.require_cuda) else 1
 
 
 def _gradescope(args):
@@ -170,9 +170,12 @@ def build_parser():
     book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
     book.set_defaults(run=_gradebook)
 
-    val = commands.add_parser("validate", help="grade the reference (full marks) and the stubs (zero)")
+    val = commands.add_parser("validate", help="grade the reference (full marks), the stubs (zero), the bug "
+                              "catalogue (caught, diagnosis matrix) and the correct variants")
     val.add_argument("--sandbox", default="auto", choices=MODES)
     val.add_argument("--jobs", type=int, default=2)
+    val.add_argument("--require-cuda", action="store_true",
+                     help="the GPU check (make gpu-check): fail without CUDA, and on any GPU check skipped")
     val.set_defaults(run=_validate)
 
     demo = commands.add_parser("demo", help="run the kit's main job on the bundled material")

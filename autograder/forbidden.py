@@ -1,7 +1,10 @@
 """Static scan of a submission's source for library calls that skip the assignment's work.
 
-Reads the text only (``ast``); nothing is imported or run. The worker's
-run-time tripwires catch the indirect cases this misses (helpers, ``getattr``).
+Reads the text only (``ast``); nothing is imported or run. Only uses count:
+attribute accesses on torch, names imported from torch, and names looked up
+as strings (``getattr``); a plain string that equals a forbidden name (an
+``__all__`` entry, a message) is not a use. The worker's run-time tripwires
+catch the indirect cases this misses (helpers, computed names).
 """
 
 import ast
@@ -32,6 +35,25 @@ def _root_name(node):
     return node.id if isinstance(node, ast.Name) else None
 
 
+# Ways to reach an attribute by its name as a string: getattr(F, "..."), attrgetter("..."), F.__dict__["..."].
+LOOKUPS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "__getattr__", "get", "__getitem__"}
+
+
+def _looked_up_names(node):
+    """String constants used to look an attribute up by name inside ``node`` (never a plain string such as an
+    ``__all__`` entry or a message, which may well equal a contract name like ``scaled_dot_product_attention``)."""
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            func = sub.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called in LOOKUPS:
+                names.update(arg.value for arg in sub.args if isinstance(arg, ast.Constant))
+        elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant):
+            names.add(sub.slice.value)  # vars(F)["..."], F.__dict__["..."]
+    return {name for name in names if isinstance(name, str)}
+
+
 def _hits(node, aliases, direct):
     found = set()
     for sub in ast.walk(node):
@@ -39,10 +61,9 @@ def _hits(node, aliases, direct):
             found.add(contract.FORBIDDEN[sub.attr])
         elif isinstance(sub, ast.Name) and sub.id in direct:
             found.add(direct[sub.id])
-        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value in contract.FORBIDDEN:
-            found.add(contract.FORBIDDEN[sub.value])  # getattr(F, "scaled_dot_product_attention")
         elif isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("torch"):
             found.update(contract.FORBIDDEN[a.name] for a in sub.names if a.name in contract.FORBIDDEN)
+    found.update(contract.FORBIDDEN[name] for name in _looked_up_names(node) if name in contract.FORBIDDEN)
     return found
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from .rubric import rubric_entry
+from .rubric import rubric_entry, rubric_topic
 
 HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
 FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
@@ -32,10 +32,11 @@ MARKS = {"graded", "parametrize", "hypothesis"}
 class Case:
     """One collected hidden test: its rubric entry, its function and what to call it with."""
 
-    entry: tuple  # (id, name, group, points, concept, visibility, award_if_skipped), see rubric.rubric_entry
+    entry: tuple  # (id, name, group, points, concept, visibility, optional), see rubric.rubric_entry
     function: object
     fixtures: tuple = ()
     params: dict = field(default_factory=dict)
+    topic: str = ""  # the concept's key (rubric.rubric_topic)
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class _Collector:
         if marks:
             raise ValueError(f"hidden test {item.nodeid} carries marks the judge does not apply: {', '.join(marks)}")
         fixtures = tuple(name for name in item.fixturenames if name in FIXTURES)
-        return Case(entry, item.obj, fixtures, params)
+        return Case(entry, item.obj, fixtures, params, rubric_topic(item))
 
 
 class HiddenSuite:
@@ -113,6 +114,11 @@ class HiddenSuite:
     def entries(self):
         """The rubric entries, in collection order."""
         return [case.entry for case in self.cases]
+
+    @property
+    def topics(self):
+        """``{test id: concept key}``."""
+        return {case.entry[0]: case.topic for case in self.cases}
 
     def run(self, fixtures):
         """``[(case, Outcome)]`` for every case, called with ``fixtures`` (``{"student": ..., "reference": ...}``)."""

@@ -68,13 +68,13 @@ def _result_for(entry, outcome):
     from the submission's data (``validate`` proves every check passes on the reference), so it is never a
     grader problem and never earns a second grading, and the note names only the check and the exception type.
     """
-    test_id, name, group, points, concept, visibility, award_if_skipped = entry
+    test_id, name, group, points, concept, visibility, optional = entry
     if outcome.state == "passed":
         return TestResult(name, group, points, points, "passed", "", visibility, test_id), None
     if outcome.state == "skipped":
-        if award_if_skipped:
-            return TestResult(name, group, points, points, "passed", f"Not checked here ({outcome.reason}).",
-                              visibility, test_id), None
+        if optional:  # this machine cannot run it (no GPU): it counts neither in the score nor in the maximum
+            return TestResult(name, group, 0, 0, "skipped", f"Not counted here: {outcome.reason}.", visibility,
+                              test_id), None
         return TestResult(name, group, 0, points, "failed", f"{concept}\nNot checked: {outcome.reason}.", visibility,
                           test_id), None
     failure = _student_failure(outcome.error)

@@ -32,9 +32,17 @@ class Mutant:
     title: str
     edits: tuple
     catches: tuple = ()  # hidden tests (function names) that must fail on it
-    concept: str = ""  # words the feedback of a caught bug must contain
+    concept: str = ""  # words the feedback of a caught bug (and its public test's message) must contain
     demo: bool = False
     may_lose: tuple = field(default=())  # for correct variants: tests they may fail (e.g. the speed check)
+    topics: tuple = ()  # for bugs: the concepts it breaks (the hidden tests' topic keys)
+    not_public: str = ""  # for bugs no public test can see: why (the public tests must catch every other one)
+    base: str = "reference"  # what the edits apply to: "reference" or "stubs" (hostile submissions)
+
+    @property
+    def files(self):
+        """The student files its edits touch (``heads.py``)."""
+        return tuple(dict.fromkeys(edit.file for edit in self.edits))
 
 
 def load_catalogue(path, kind):
@@ -51,7 +59,9 @@ def load_catalogue(path, kind):
                       for edit in entry.get("edit", []))
         mutants.append(Mutant(id=entry["id"], title=entry.get("title", entry["id"]), edits=edits,
                               catches=tuple(entry.get("catches", ())), concept=entry.get("concept", ""),
-                              demo=bool(entry.get("demo", False)), may_lose=tuple(entry.get("may_lose", ()))))
+                              demo=bool(entry.get("demo", False)), may_lose=tuple(entry.get("may_lose", ())),
+                              topics=tuple(entry.get("topics", ())), not_public=str(entry.get("not_public", "")),
+                              base=str(entry.get("base", "reference"))))
     ids = [mutant.id for mutant in mutants]
     if len(set(ids)) != len(ids):
         raise KitError(f"{path}: duplicate ids in [[{kind}]]")
@@ -59,8 +69,12 @@ def load_catalogue(path, kind):
 
 
 def build(mutant, destination, source=None):
-    """Write the reference's module files with ``mutant``'s edits applied into ``destination``."""
-    source = Path(source or paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID)
+    """Write the reference's (or, for ``base = "stubs"``, the released stubs') module files with ``mutant``'s
+    edits applied into ``destination``."""
+    bases = {"reference": paths.SOLUTIONS_DIR, "stubs": paths.ASSIGNMENTS_DIR}
+    if mutant.base not in bases:
+        raise KitError(f"{mutant.id}: base must be one of {', '.join(bases)}, not {mutant.base!r}")
+    source = Path(source or bases[mutant.base] / paths.ASSIGNMENT_ID)
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
     texts = {module: (source / f"{module}.py").read_text(encoding="utf-8") for module in contract.MODULES}

@@ -15,6 +15,8 @@ import builtins
 import re
 import time
 
+import torch
+
 from .worker import contract, protocol
 
 # What the judge keeps of a student's text (exception messages, type names): enough for the instructor.
@@ -155,14 +157,26 @@ class RemoteObject:
     def attr(self, name):
         return self._ask("attr", f"{self._name}.{name}", name=name)
 
-    def describe(self):
-        return self._ask("describe", self._name)
+    def on_fake_device(self, *args, **kwargs):
+        """Forward with the module's parameters and buffers on a fake device; see :func:`fake_result`."""
+        return fake_result(self._ask("method", f"{self._name}.forward", method="__call__", args=list(args),
+                                     kwargs=kwargs, fake=True))
 
-    def state_dict(self):
-        return self._ask("state_dict", f"{self._name}.state_dict")
+    def call_with(self, parameters, *args, **kwargs):
+        """Forward with some parameters replaced (``{name: tensor}``), the module itself left as it was."""
+        return self._ask("method", f"{self._name}.forward", method="__call__", args=list(args), kwargs=kwargs,
+                         override=parameters)
 
-    def load_state_dict(self, state):
-        return self._ask("load_state_dict", f"{self._name}.load_state_dict", state=state)
+    def child(self, name):
+        """The submodule ``name`` as an object of its own (to run one layer alone)."""
+        value = self._ask("child", f"{self._name}.{name}", name=name)
+        if not isinstance(value, protocol.Handle):
+            raise BadValue(f"{self._name}.{name}", "no module")
+        return RemoteObject(self._submission, value, self._name, self._generation)
+
+    def tensors(self):
+        """``{"parameters": {name: tensor}, "buffers": {name: tensor}}``, every name of each (aliases too)."""
+        return self._ask("tensors", f"{self._name} parameters")
 
     def to(self, target):
         """Move the module to a device (``"meta"``, ``"cuda"``) or convert it to a dtype (``torch.float64``)."""
@@ -173,8 +187,32 @@ class RemoteObject:
         return self
 
     def grads(self, *args, **kwargs):
-        """Run forward and backward in the worker; return ``{parameter name: sum of |grad| or None}``."""
+        """Forward and backward of ``sum(output ** 2)`` in the worker: ``{"output": tensor, "grads": {parameter
+        name: tensor or None}}``."""
         return self._ask("grads", f"{self._name}.backward", args=list(args), kwargs=kwargs)
+
+
+def fake_result(reply):
+    """The value of a fake-device call, each tensor (a meta tensor: fake tensors have no values) marked with the
+    device it was on in the worker (``device_of``)."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("devices"), list):
+        raise BadValue("a call on the fake device", "no result")
+    devices = iter(reply["devices"])
+
+    def mark(value):
+        if isinstance(value, (protocol.Handle, protocol.Unsupported)):
+            return value
+        if isinstance(value, torch.Tensor):
+            value.source_device = str(next(devices, "unknown"))[:20]
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                mark(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                mark(item)
+        return value
+
+    return mark(reply.get("value"))
 
 
 class RemoteSubmission:
@@ -278,7 +316,7 @@ class RemoteSubmission:
         call_limit = seconds or self.limits.call_seconds
         deadline = time.monotonic() + min(call_limit, remaining)
         blobs = []
-        for key in ("args", "kwargs", "state"):
+        for key in ("args", "kwargs", "override"):
             if key in message:
                 message[key] = protocol.encode(message[key], blobs)
         try:
@@ -350,10 +388,10 @@ class RemoteSubmission:
             raise BadValue(name, "no object")
         return RemoteObject(self, value, name, self.generation)
 
-    def time_call(self, name, *args, numel, repeats=3, budget=3.0):
-        """Best-of seconds of ``name(*args)`` and of an elementwise sin/cos over ``numel`` numbers, in the worker."""
-        return self.request(name, name, {"op": "time", "name": name, "args": list(args), "numel": numel,
-                                         "repeats": repeats, "budget": budget})
+    def on_fake_device(self, name, *args, **kwargs):
+        """``name(*args)`` run on a fake device (meta tensors in, see :func:`fake_result`)."""
+        return fake_result(self.request(name, name, {"op": "call", "name": name, "args": list(args),
+                                                     "kwargs": kwargs, "fake": True}))
 
     def __getattr__(self, name):
         if name not in contract.NAMES:

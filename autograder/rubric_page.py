@@ -24,8 +24,9 @@ def render_rubric():
         total += points
         lines += [f"## {group.replace('_', ' ')} ({points:g} points)", "",
                   "| check | points | shown to students | what it checks |", "| --- | --- | --- | --- |"]
-        for _, name, _, value, concept, visibility, _ in rows:
-            lines.append(f"| {name} | {value:g} | {visibility.replace('_', ' ')} | {concept} |")
+        for _, name, _, value, concept, visibility, optional in rows:
+            value = f"{value:g}" + (" (only with CUDA)" if optional else "")
+            lines.append(f"| {name} | {value} | {visibility.replace('_', ' ')} | {concept} |")
         lines.append("")
     cells = source_cells()
     auto = sum(points for points, autograded in cells.values() if autograded)
@@ -33,8 +34,14 @@ def render_rubric():
     lines += [f"## notebook ({auto + manual:g} points)", "", "| cell | points | graded |", "| --- | --- | --- |"]
     for grade_id, (points, autograded) in cells.items():
         lines.append(f"| {grade_id} | {points:g} | {'automatically' if autograded else 'by the instructor'} |")
+    optional = sum(entry[3] for entry in entries if entry[6])
     lines += ["", f"Code: {total:g} points. Notebook: {auto:g} autograded + {manual:g} written. "
-              f"Total: {total + auto + manual:g}.", ""]
+              f"Total: {total + auto + manual:g}."]
+    if optional:
+        lines += ["", f"Checks marked \"only with CUDA\" run only where the grading machine has a GPU; elsewhere they "
+                  f"count neither in the score nor in the maximum (code: {total - optional:g} points, total: "
+                  f"{total - optional + auto + manual:g})."]
+    lines.append("")
     return "\n".join(lines)
 
 

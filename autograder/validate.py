@@ -1,23 +1,33 @@
 """``python -m autograder validate``: prove the grader on known submissions, through the same path as ``grade``.
 
 * the reference solutions get full marks and the released stubs zero;
-* every catalogued bug (``tests/catalogue/bugs.toml``) loses points, fails each
-  hidden test it names, and its feedback names its concept (the mutation score);
-* every correct variant (``tests/catalogue/variants.toml``) keeps every point,
-  except the tests it is allowed to lose;
-* no hidden test broke on the grader's side.
+* every catalogued bug (``tests/catalogue/bugs.toml``) loses points, fails each hidden test it names, and
+  fails at least one visible test whose feedback names its concept (the mutation score);
+* the diagnosis matrix: for each bug, the tests it fails, each marked on or off the concepts (topics) the bug
+  declares; the precision is the share of all failing tests that are on their bug's concepts (goal
+  :data:`PRECISION_GOAL`);
+* every correct variant (``tests/catalogue/variants.toml``) keeps every point, except the tests it is allowed
+  to lose;
+* no hidden test broke on the grader's side;
+* with ``require_cuda`` (``make gpu-check``), CUDA is present and no GPU check was skipped.
 """
 
+import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
+from .errors import KitError
 from .grading import grade_class
+from .hidden_suite import HiddenSuite
 from .judge import CHECK_CRASHED
 from .mutants import build, copy_package, load_catalogue
 
 CATALOGUE = paths.REPO_ROOT / "tests" / "catalogue"
+PRECISION_GOAL = 0.95
+FORBIDDEN_MARK = "asks you to build it yourself"  # remote.ForbiddenCall's summary
+RAISED_AT = re.compile(r" at (\w+)\.py:(\d+)")
 
 
 @dataclass(frozen=True)
@@ -30,31 +40,78 @@ class Verdict:
     max_score: float
     ok: bool
     problem: str = ""
+    failures: tuple = field(default=())  # bugs: ((test id, concept it is charged to, on the bug's concepts), ...)
 
 
-def _judge_bug(bug, result):
-    failed = {test.id: test for test in result.tests if test.status != "passed"}
+def edited_lines(mutant, folder):
+    """``{(module, line number)}`` of the lines a catalogued edit wrote into its built files."""
+    lines = set()
+    for edit in mutant.edits:
+        module = edit.file.removesuffix(".py")
+        text = (Path(folder) / f"{module}.py").read_text(encoding="utf-8")
+        for written in (edit.prepend, edit.new):
+            start = text.find(written) if written else -1
+            if start >= 0:
+                first = text.count("\n", 0, start) + 1
+                lines.update((module, first + offset) for offset in range(written.count("\n") + 1))
+    return lines
+
+
+def charged_to(test, topic, own_lines=frozenset()):
+    """The concept a failed test is charged to: its own topic, unless the failure shows another cause.
+
+    A forbidden API fails every test that reaches it (``forbidden``). A test that fails because the bug's own
+    line raised (a ``combine_heads`` whose ``.view`` raises, inside the module's forward) names that line in its
+    feedback ("raised RuntimeError at heads.py:58"): it points at the bug, not at the test's concept
+    (``own code raised``).
+    """
+    if FORBIDDEN_MARK in test.output:
+        return "forbidden"
+    if any((module, int(line)) in own_lines for module, line in RAISED_AT.findall(test.output)):
+        return "own code raised"
+    return topic
+
+
+def _on_concept(bug, concept):
+    return concept == "own code raised" or concept in bug.topics
+
+
+def _judge_bug(bug, result, topics, own_lines=frozenset()):
+    failed = {test.id: test for test in result.tests if test.status == "failed"}
+    charged = {test_id: topics.get(test_id, test_id) for test_id in failed}
+    charged = {test_id: topic if topic in bug.topics else charged_to(failed[test_id], topic, own_lines)
+               for test_id, topic in charged.items()}
+    failures = tuple((test_id, concept, _on_concept(bug, concept)) for test_id, concept in charged.items())
     if not failed:
-        return False, "escaped: no hidden test failed"
+        return False, "escaped: no hidden test failed", failures
     missing = [name for name in bug.catches if name not in failed]
     if missing:
-        return False, f"expected to fail but passed: {', '.join(missing)}"
-    if bug.concept and not any(bug.concept.lower() in test.output.lower() for test in failed.values()):
-        return False, f"caught, but no feedback names the concept {bug.concept!r}"
-    return True, ""
+        return False, f"expected to fail but passed: {', '.join(missing)}", failures
+    named = [test for test in failed.values() if test.visibility == "visible"
+             and bug.concept.lower() in test.output.lower()]
+    if bug.concept and not named:
+        return False, f"caught, but no visible check's feedback names the concept {bug.concept!r}", failures
+    unknown = [topic for topic in bug.topics if topic not in set(topics.values()) | {"forbidden"}]
+    if unknown or not bug.topics:
+        return False, f"declares unknown concepts {unknown}" if unknown else "declares no concept (topics)", failures
+    return True, "", failures
 
 
 def _judge_variant(variant, result):
-    lost = [test.id for test in result.tests if test.status != "passed" and test.id not in variant.may_lose]
+    lost = [test.id for test in result.tests if test.status == "failed" and test.id not in variant.may_lose]
     return (not lost), (f"lost points on: {', '.join(lost)}" if lost else "")
 
 
-def assess(results, bugs, variants):
-    """Turn graded results into verdicts (pure: no grading happens here)."""
+def assess(results, bugs, variants, topics=None, require_cuda=False, lines=None):
+    """Turn graded results into verdicts (pure: no grading happens here). ``topics``: {hidden test id: concept};
+    ``lines``: {bug id: the lines its edits wrote, see :func:`edited_lines`}."""
+    lines = lines or {}
+    topics = topics if topics is not None else HiddenSuite.collect().topics
     verdicts = []
     for student, result in sorted(results.items()):
         grader_notes = [note for note in result.notes if note.startswith(("grader problem", "grading failed"))
                         or (student not in bugs and CHECK_CRASHED in note)]  # correct code must not crash a check
+        failures = ()
         if student == "reference":
             ok = result.score == result.max_score > 0
             problem = "" if result.score == result.max_score else "not full marks"
@@ -62,17 +119,49 @@ def assess(results, bugs, variants):
         elif student == "stubs":
             ok, problem, kind = result.score == 0, "" if result.score == 0 else "stubs score points", "stubs"
         elif student in bugs:
-            (ok, problem), kind = _judge_bug(bugs[student], result), "bug"
+            (ok, problem, failures), kind = _judge_bug(bugs[student], result, topics, lines.get(student, set())), "bug"
         else:
             (ok, problem), kind = _judge_variant(variants[student], result), "variant"
+        skipped = [test.id for test in result.tests if test.status == "skipped"]
+        if require_cuda and skipped:
+            ok, problem = False, f"skipped with CUDA required: {', '.join(skipped)}"
         if grader_notes:
             ok, problem = False, "; ".join(grader_notes)[:300]
-        verdicts.append(Verdict(student, kind, result.score, result.max_score, ok, problem))
+        verdicts.append(Verdict(student, kind, result.score, result.max_score, ok, problem, failures))
     return verdicts
 
 
-def validate(sandbox_mode="auto", jobs=2, emit=print, catalogue=CATALOGUE):
-    """Grade every known submission, print the table and the mutation score; return True when all is as expected."""
+def precision(verdicts):
+    """``(failing tests on their bug's concepts, all failing tests)`` over every bug."""
+    failures = [failure for verdict in verdicts if verdict.kind == "bug" for failure in verdict.failures]
+    return sum(1 for _, _, on in failures if on), len(failures)
+
+
+def diagnosis_matrix(verdicts, bugs):
+    """Lines: each bug, its declared concepts, and the tests it fails (``*`` marks one off those concepts)."""
+    lines = ["diagnosis matrix (bug [its concepts]: tests it fails, charged to concept; * = off its concepts)"]
+    for verdict in verdicts:
+        if verdict.kind != "bug":
+            continue
+        shown = ", ".join(f"{'*' if not on else ''}{test_id} ({concept})" for test_id, concept, on in verdict.failures)
+        lines.append(f"  {verdict.student} [{', '.join(bugs[verdict.student].topics)}]: {shown or 'nothing'}")
+    return lines
+
+
+def _cuda_check():
+    import torch
+
+    if not torch.cuda.is_available():
+        raise KitError("no CUDA device: the GPU check needs a machine where torch.cuda.is_available() "
+                       f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'})")
+
+
+def validate(sandbox_mode="auto", jobs=2, emit=print, catalogue=CATALOGUE, require_cuda=False):
+    """Grade every known submission, print the table, the mutation score, the diagnosis matrix and its precision;
+    return True when all is as expected. ``require_cuda``: refuse to run without CUDA, and fail on any GPU check
+    skipped."""
+    if require_cuda:
+        _cuda_check()
     bugs = {bug.id: bug for bug in load_catalogue(Path(catalogue) / "bugs.toml", "bug")}
     variants = {variant.id: variant for variant in load_catalogue(Path(catalogue) / "variants.toml", "variant")}
     with tempfile.TemporaryDirectory(prefix="mha-pe-validate-") as tmp:
@@ -81,22 +170,33 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, catalogue=CATALOGUE):
         copy_package(paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID, class_dir / "stubs")
         for mutant in [*bugs.values(), *variants.values()]:
             build(mutant, class_dir / mutant.id)
+        lines = {bug.id: edited_lines(bug, class_dir / bug.id) for bug in bugs.values()}
         results = {result.student: result for result in grade_class(class_dir, Path(tmp) / "out", jobs=jobs,
                                                                       sandbox_mode=sandbox_mode, emit=lambda line: None,
                                                                       skip_notebook=True)}
-    verdicts = assess(results, bugs, variants)
+    verdicts = assess(results, bugs, variants, require_cuda=require_cuda, lines=lines)
     emit(f"{'submission':<34} {'kind':<9} {'score':>9}  verdict")
     for verdict in verdicts:
         emit(f"{verdict.student:<34} {verdict.kind:<9} {verdict.score:>4g}/{verdict.max_score:<4g}  "
              f"{'ok' if verdict.ok else 'WRONG: ' + verdict.problem}")
-    caught = [v for v in verdicts if v.kind == "bug" and not v.problem.startswith("escaped")]
     emit("")
+    for line in diagnosis_matrix(verdicts, bugs):
+        emit(line)
+    on, total = precision(verdicts)
+    share = on / total if total else 1.0
+    emit("")
+    caught = [v for v in verdicts if v.kind == "bug" and not v.problem.startswith("escaped")]
     emit(f"mutation score: {len(caught)}/{len(bugs)} bugs caught ({100 * len(caught) / max(len(bugs), 1):.0f}%)")
     for verdict in verdicts:
         if verdict.kind == "bug" and not verdict.ok:
             emit(f"  bug {verdict.student}: {verdict.problem}")
+    emit(f"diagnosis precision: {on}/{total} failing tests on their bug's concepts ({100 * share:.1f}%, "
+         f"goal {100 * PRECISION_GOAL:.0f}%)")
     penalized = [v for v in verdicts if v.kind == "variant" and not v.ok]
     emit(f"correct variants keeping their points: {len(variants) - len(penalized)}/{len(variants)}")
     for verdict in penalized:
         emit(f"  variant {verdict.student}: {verdict.problem}")
-    return all(verdict.ok for verdict in verdicts)
+    if require_cuda:
+        emit("GPU check: CUDA present, no GPU check skipped" if all(v.ok for v in verdicts) else
+             "GPU check: FAILED")
+    return all(verdict.ok for verdict in verdicts) and share >= PRECISION_GOAL

@@ -128,8 +128,12 @@ def test_results_are_gradescope_records(graded):
     data = json.loads(result_path(out, "reference").read_text())
     assert {"score", "execution_time", "output", "tests"} <= data.keys()
     for test in data["tests"]:
-        assert {"name", "score", "max_score", "status", "output", "visibility"} <= test.keys()
+        assert {"name", "score", "max_score", "output", "visibility"} <= test.keys()
         assert test["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
+        # Gradescope knows passed and failed; a check not run here (no GPU) is 0 of 0 with no status.
+        counted = test["extra_data"].get("counted", True)
+        assert test.get("status") in ("passed", "failed") if counted else (
+            "status" not in test and test["score"] == test["max_score"] == 0)
     assert data["score"] == sum(test["score"] for test in data["tests"])
 
 

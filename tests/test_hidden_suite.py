@@ -31,7 +31,7 @@ def test_fails(student, reference):
     """Fails"""
     assert student == reference
 
-@graded(3, "skips", award_if_skipped=True)
+@graded(3, "skips", optional=True, topic="gpu")
 def test_skips(student):
     """Skips"""
     pytest.skip("no GPU")
@@ -75,7 +75,7 @@ def test_each_outcome_is_captured_as_a_value(demo_suite):
     assert [outcomes[f"test_param[{n}]"].state for n in (1, 2)] == ["passed", "failed"]
 
 
-def test_a_crashing_check_fails_the_test_without_blaming_the_grader_and_a_skip_can_keep_its_points(demo_suite):
+def test_a_crashing_check_fails_without_blaming_the_grader_and_an_optional_skip_counts_nowhere(demo_suite):
     """A check that raises on an answer fails like a wrong answer: no grader problem (which would earn a second
     grading), and the note names the check and the exception type, never its message."""
     results = {case.entry[0]: _result_for(case.entry, outcome)
@@ -85,7 +85,14 @@ def test_a_crashing_check_fails_the_test_without_blaming_the_grader_and_a_skip_c
     assert note == f"test_crashes: {CHECK_CRASHED} (RuntimeError)" and not note.startswith("grader problem")
     assert results["test_fails"][1] is None  # a failed check is the student's, not the grader's
     skipped, problem = results["test_skips"]
-    assert skipped.score == skipped.max_score == 3 and problem is None
+    assert (skipped.score, skipped.max_score, skipped.status, problem) == (0, 0, "skipped", None)
+    assert "no GPU" in skipped.output
+
+
+def test_each_check_names_its_concept_key(demo_suite):
+    topics = {case.entry[0]: case.topic for case in demo_suite.cases}
+    assert topics["test_skips"] == "gpu" and topics["test_passes"] == "test_passes"  # the name when none is given
+    assert topics["test_param[1]"] == topics["test_param[2]"] == "test_param"
 
 
 def test_what_the_judge_cannot_honour_is_refused_by_name(demo_suite):
@@ -100,6 +107,7 @@ def test_every_hidden_test_is_collected_with_only_the_judges_fixtures():
     suite = HiddenSuite.collect()
     assert suite.problems == ()
     assert len(suite.cases) >= 40 and sum(case.entry[3] for case in suite.cases) == 111
+    assert all(case.topic != case.entry[0] for case in suite.cases), "every hidden test names its concept key"
     assert all(set(case.fixtures) <= {"student", "reference"} and "student" in case.fixtures for case in suite.cases)
 
 

@@ -19,13 +19,17 @@ import torch
 
 from autograder import paths
 from autograder.grading import grade_class, result_path
-from autograder.mutants import copy_package
+from autograder.mutants import build, copy_package, load_catalogue
 from autograder.results import load
 from autograder.sandbox import Limits, choose_sandbox
 from autograder.errors import KitError
 from autograder.submission import safe_name
 
 STUBS = paths.ASSIGNMENTS_DIR / "mha_pe"
+# The catalogue's hostile submissions (the demo's forger aside): stubs that vouch for themselves, which must score
+# 0, and reference solutions with a speed cheat, which must fail exactly the tests they name (`catches`).
+CATALOGUED = [entry for entry in load_catalogue(paths.REPO_ROOT / "tests" / "catalogue" / "hostile.toml", "hostile")
+              if not entry.demo]
 TOKEN = "hostile-" + hashlib.sha256(os.urandom(16)).hexdigest()[:12]
 SECRET = "s3cret-" + hashlib.sha256(os.urandom(16)).hexdigest()[:16]
 
@@ -375,6 +379,8 @@ def attacked(request, tmp_path_factory, loopback_listener):
     heads = (folder / "heads.py").read_text()
     (folder / "heads.py").write_text(heads.replace(marker, textwrap.indent(textwrap.dedent(ECHO_INPUTS), "    ")))
     copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / "control")
+    for entry in CATALOGUED:
+        build(entry, class_dir / entry.id)
     # Intake: links to the instructor's solutions or a classmate's repository, a FIFO, odd ids.
     classmate = class_dir / "classmate-repo"
     copy_package(paths.SOLUTIONS_DIR / "mha_pe", classmate / "assignments" / "mha_pe")
@@ -413,7 +419,8 @@ def attacked(request, tmp_path_factory, loopback_listener):
         "mode": request.param,
         "attacks": sorted(attacks) + ["tensor-subclass", "symlink-to-solutions", "echo-inputs", "fifo-file",
                                       "link-assignments-to-solutions", "link-to-classmate", "linked-folder",
-                                      *ODD_IDS],
+                                      *ODD_IDS] + [entry.id for entry in CATALOGUED if entry.base == "stubs"],
+        "cheats": [entry for entry in CATALOGUED if entry.base != "stubs"],
     }
     for pid in _alive_with(TOKEN):  # never leave anything behind, even when a test below fails
         try:
@@ -426,7 +433,25 @@ ODD_IDS = ["é" * 120, "<img src=x onerror=alert(1)>"]  # too long once escaped 
 
 
 def test_every_attack_was_graded(attacked):
-    assert set(attacked["attacks"]) | {"control", "classmate-repo"} == set(attacked["results"])
+    assert set(attacked["attacks"]) | {entry.id for entry in attacked["cheats"]} | {"control", "classmate-repo"} \
+        == set(attacked["results"])
+
+
+def test_a_worker_vouching_for_itself_earns_nothing(attacked):
+    """Layers, buffers, gradients and head sizes are data the judge checks by recomputing, never the worker's word."""
+    forged = [entry.id for entry in CATALOGUED if entry.base == "stubs"]
+    assert forged and {student: attacked["results"][student].score for student in forged} == dict.fromkeys(forged, 0)
+    outputs = " ".join(test.output for test in attacked["results"]["forge-session-claims"].tests)
+    assert "nothing behind the claims" in outputs, "the forged session was never in force: the test proves nothing"
+
+
+def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):
+    """Fresh arguments for every timed call (no cache answers them), each timed table checked: a cached loop and a
+    loop that answers large sizes instantly with a wrong table both lose the vectorization check."""
+    assert attacked["cheats"]
+    for entry in attacked["cheats"]:
+        failed = {test.id for test in attacked["results"][entry.id].tests if test.status == "failed"}
+        assert failed == set(entry.catches), entry.id
 
 
 def test_no_attack_forges_a_single_point(attacked):

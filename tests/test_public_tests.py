@@ -1,21 +1,42 @@
-"""The released public tests: all pass on the reference, all fail cleanly on the stubs."""
+"""The released public tests: all pass on the reference and on every correct variant, all fail cleanly on the
+stubs, and every catalogued bug they can see fails one in its own file with a message naming its concept."""
 
 import ast
+import shutil
+from pathlib import Path
 
 import pytest
 
 from autograder import paths
-from autograder.public_tests import run_public_tests
+from autograder.mutants import build, load_catalogue
+from autograder.public_tests import run_public_tests_many
+
+CATALOGUE = paths.REPO_ROOT / "tests" / "catalogue"
+BUGS = load_catalogue(CATALOGUE / "bugs.toml", "bug")
+VARIANTS = load_catalogue(CATALOGUE / "variants.toml", "variant")
 
 
 @pytest.fixture(scope="module")
-def on_reference():
-    return run_public_tests(paths.SOLUTIONS_DIR)
+def public_runs(tmp_path_factory):
+    """``{name: PublicRun}`` for the reference, the stubs, every bug and every variant: one child process."""
+    root = tmp_path_factory.mktemp("public")
+    folders = {"reference": paths.SOLUTIONS_DIR, "stubs": paths.ASSIGNMENTS_DIR}
+    for mutant in BUGS + VARIANTS:
+        package = build(mutant, root / mutant.id / paths.ASSIGNMENT_ID)
+        shutil.copyfile(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / "__init__.py", package / "__init__.py")
+        folders[mutant.id] = root / mutant.id
+    runs = run_public_tests_many(folders.values())
+    return {name: runs[str(Path(folder).resolve())] for name, folder in folders.items()}
 
 
 @pytest.fixture(scope="module")
-def on_stubs():
-    return run_public_tests(paths.ASSIGNMENTS_DIR)
+def on_reference(public_runs):
+    return public_runs["reference"]
+
+
+@pytest.fixture(scope="module")
+def on_stubs(public_runs):
+    return public_runs["stubs"]
 
 
 def test_there_are_at_least_15_public_tests(on_reference):
@@ -47,3 +68,33 @@ def test_every_assert_in_the_public_tests_explains_itself():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Assert):
                 assert node.msg is not None, f"{path.name}:{node.lineno}: assert without a teaching message"
+
+
+@pytest.mark.parametrize("bug", [bug for bug in BUGS if not bug.not_public], ids=lambda bug: bug.id)
+def test_each_bug_fails_a_public_test_in_its_own_file_that_names_its_concept(public_runs, bug):
+    """A student running the public tests is sent to the right file and the right idea."""
+    run = public_runs[bug.id]
+    own = {f"test_{file.removesuffix('.py')}::" for file in bug.files}  # junit ids: test_heads::test_...
+    failed = {test: run.messages.get(test, "") for test, outcome in run.outcomes.items() if outcome != "passed"}
+    assert failed, "no public test fails"
+    named = [test for test, message in failed.items()
+             if test.startswith(tuple(own)) and bug.concept.lower() in message.lower()]
+    assert named, f"no failure in {sorted(own)} names {bug.concept!r}: {failed}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda variant: variant.id)
+def test_correct_variants_pass_every_public_test(public_runs, variant):
+    run = public_runs[variant.id]
+    assert run.outcomes and set(run.outcomes.values()) == {"passed"}, run.messages
+
+
+def test_the_module_mask_test_blames_the_mask_only_for_mask_bugs(public_runs):
+    """The attention module's public mask test used to fail, with a mask message, for any bug in the module."""
+    test = "test_attention::test_module_mask_reaches_every_head"
+    blamed = {bug.id for bug in BUGS if "mask" in public_runs[bug.id].messages.get(test, "")}
+    assert blamed and all(bug.startswith("sdpa-mask") for bug in blamed), blamed
+
+
+def test_few_bugs_are_out_of_the_public_tests_reach_and_each_says_why():
+    hidden = [bug for bug in BUGS if bug.not_public]
+    assert len(hidden) <= 3 and all(len(bug.not_public) > 20 for bug in hidden)

@@ -218,3 +218,73 @@ def test_what_a_confined_worker_left_in_shared_folders_is_removed_with_it(tmp_pa
         assert os.path.exists(other.name)  # someone else's file stays
     finally:
         os.unlink(other.name)
+
+
+def test_plain_strings_equal_to_a_contract_name_are_not_uses():
+    """``__all__`` lists the contract's own scaled_dot_product_attention, which shares the forbidden API's name."""
+    source = '''
+import torch
+
+__all__ = ["MultiHeadAttention", "scaled_dot_product_attention"]
+NAMES = ("scaled_dot_product_attention", "MultiheadAttention")
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    print("scaled_dot_product_attention")
+    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v, None
+'''
+    assert scan_module(source, "attention") == {}
+
+
+@pytest.mark.parametrize("lookup", ['vars(F)["scaled_dot_product_attention"]',
+                                    'F.__dict__.get("scaled_dot_product_attention")',
+                                    'operator.attrgetter("scaled_dot_product_attention")(F)'])
+def test_names_looked_up_as_strings_are_caught(lookup):
+    source = ("import operator\nimport torch.nn.functional as F\n"
+              f"def scaled_dot_product_attention(q, k, v, mask=None):\n    return {lookup}(q, k, v), None\n")
+    assert scan_module(source, "attention") == {
+        "scaled_dot_product_attention": {"torch.nn.functional.scaled_dot_product_attention"}}
+
+
+def test_a_check_not_run_here_counts_nowhere_and_says_so():
+    """The GPU check on a machine without CUDA: 0 of 0, no pass rate, not a thing to work on."""
+    from autograder.reports import class_report, feedback
+
+    gpu = TestResult("On a GPU", "properties", 0, 0, "skipped", "Not counted here: no CUDA.", "hidden", "test_gpu")
+    other = TestResult("a", "heads", 2, 2, "passed", "", "visible", "test_a")
+    result = SubmissionResult("ünï", (other, gpu))
+    record = result.to_json()
+    assert "status" not in record["tests"][1] and record["tests"][1]["extra_data"]["counted"] is False
+    assert SubmissionResult.from_json(record) == result and (result.score, result.max_score) == (2, 2)
+    text = feedback.render(result)
+    assert "To work on" not in text and "count neither in your score nor in the maximum" in text
+    assert [name for name, _, _ in class_report.pass_rates([result])] == ["a"]
+
+
+def test_the_fake_device_applies_the_gpus_device_rules():
+    """A CPU 0-dim tensor may join a computation on another device (CUDA allows it; meta alone refuses it); any
+    other CPU tensor may not; a module's registered state moves with it, a plain tensor attribute does not."""
+    import torch
+
+    from autograder.worker.session import on_fake_device
+
+    scores, mask = torch.empty(2, 3, 3, device="meta"), torch.empty(3, 3, dtype=torch.bool, device="meta")
+    with pytest.raises(RuntimeError):
+        scores.masked_fill(~mask, torch.tensor(float("-inf")))  # plain meta: what the check used to run on
+    filled = on_fake_device(lambda s, m: s.masked_fill(~m, torch.tensor(float("-inf"))), (scores, mask), {})
+    assert filled["devices"] == ["meta"] and filled["value"].shape == (2, 3, 3)
+    with pytest.raises(RuntimeError, match="device"):
+        on_fake_device(lambda s: s.masked_fill(torch.ones(3, 3, dtype=torch.bool), 0.0), (scores,), {})
+
+    class Table(torch.nn.Module):
+        def __init__(self, persistent):
+            super().__init__()
+            self.register_buffer("pe", torch.zeros(5, 4), persistent=persistent)
+            self.plain = torch.zeros(5, 4)
+
+        def forward(self, x, plain=False):
+            return x + (self.plain if plain else self.pe)
+
+    for persistent in (True, False):
+        assert on_fake_device(Table(persistent), (torch.empty(2, 5, 4, device="meta"),), {})["devices"] == ["meta"]
+    with pytest.raises(RuntimeError, match="device"):
+        on_fake_device(Table(True), (torch.empty(2, 5, 4, device="meta"),), {"plain": True})

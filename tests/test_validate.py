@@ -1,14 +1,85 @@
 """``python -m autograder validate``: known submissions through the grade path; its report is printed."""
 
-from autograder.validate import validate
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from autograder import paths
+from autograder.errors import KitError
+from autograder.mutants import Edit, Mutant
+from autograder.results import SubmissionResult, TestResult
+from autograder.validate import assess, charged_to, diagnosis_matrix, precision, validate
 
 
 def test_validate_passes_and_prints_the_report(capsys):
     lines = []
     ok = validate(jobs=2, emit=lines.append)
-    with capsys.disabled():  # the mutation score is part of every `make test` run's output
-        print("\n\n" + "\n".join(lines[-6:]))
     report = "\n".join(lines)
+    with capsys.disabled():  # the mutation score and the precision are part of every `make test` run's output
+        print("\n\n" + "\n".join(line for line in lines if line.startswith(("mutation", "diagnosis precision",
+                                                                            "correct variants"))))
     assert "reference" in report and "stubs" in report and "mutation score" in report
-    assert ok, "\n".join(line for line in lines if "WRONG" in line)
+    assert ok, "\n".join(line for line in lines if "WRONG" in line or "*" in line or "precision" in line)
     assert "(100%)" in report
+    matrix = report.split("diagnosis matrix", 1)[1]
+    assert "split-view-without-transpose [heads-tokens, order]: test_split_keeps_tokens_apart (heads-tokens)" in matrix
+    assert "diagnosis precision:" in report
+
+
+def _bug(topics, concept="sqrt(d)", files=("attention.py",)):
+    return Mutant("bug", "a bug", tuple(Edit(file=file, new="x") for file in files), concept=concept, topics=topics)
+
+
+def _failed(test_id, output, visibility="visible"):
+    return TestResult(test_id, "attention", 0, 2, "failed", output, visibility, test_id)
+
+
+def test_the_matrix_charges_each_failure_to_a_concept_and_the_precision_counts_them():
+    topics = {"test_scaling": "sdpa-scaling", "test_mask": "sdpa-mask", "test_module": "mha-math"}
+    result = SubmissionResult("bug", (_failed("test_scaling", "scores are divided by sqrt(d)"),
+                                      _failed("test_mask", "The mask ..."),
+                                      _failed("test_module", "...\nWhat happened: MultiHeadAttention.forward raised "
+                                                             "RuntimeError at attention.py:7: boom")))
+    verdict, = assess({"bug": result}, {"bug": _bug(("sdpa-scaling",))}, {}, topics,
+                      lines={"bug": {("attention", 7)}})
+    assert verdict.ok
+    assert verdict.failures == (("test_scaling", "sdpa-scaling", True), ("test_mask", "sdpa-mask", False),
+                                ("test_module", "own code raised", True))
+    assert precision([verdict]) == (2, 3)
+    assert "*test_mask (sdpa-mask)" in diagnosis_matrix([verdict], {"bug": _bug(("sdpa-scaling",))})[1]
+
+
+def test_a_bug_must_fail_a_visible_check_that_names_it_and_declare_known_concepts():
+    topics = {"test_scaling": "sdpa-scaling"}
+    hidden_only = SubmissionResult("bug", (_failed("test_scaling", "scores are divided by sqrt(d)", "hidden"),))
+    verdict, = assess({"bug": hidden_only}, {"bug": _bug(("sdpa-scaling",))}, {}, topics)
+    assert not verdict.ok and "no visible check" in verdict.problem
+    named = SubmissionResult("bug", (_failed("test_scaling", "scores are divided by sqrt(d)"),))
+    verdict, = assess({"bug": named}, {"bug": _bug(("no-such-concept",))}, {}, topics)
+    assert not verdict.ok and "unknown concepts" in verdict.problem
+
+
+def test_a_forbidden_api_is_charged_to_itself():
+    test = _failed("test_module", "...\nWhat happened: MultiHeadAttention uses torch.nn.MultiheadAttention: this part "
+                                  "asks you to build it yourself")
+    assert charged_to(test, "mha-math") == "forbidden"
+
+
+def test_with_cuda_required_a_skipped_gpu_check_fails_the_reference():
+    skipped = TestResult("On a GPU", "properties", 0, 0, "skipped", "Not counted here", "hidden", "test_gpu")
+    passed = TestResult("a", "heads", 2, 2, "passed", "", "visible", "test_a")
+    results = {"reference": SubmissionResult("reference", (passed, skipped))}
+    assert assess(results, {}, {}, {})[0].ok
+    verdict, = assess(results, {}, {}, {}, require_cuda=True)
+    assert not verdict.ok and "skipped with CUDA required: test_gpu" in verdict.problem
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: make gpu-check runs for real there")
+def test_the_gpu_check_fails_clearly_without_cuda():
+    with pytest.raises(KitError, match="no CUDA device"):
+        validate(require_cuda=True, emit=lambda line: None)
+    done = subprocess.run(["make", "-s", "gpu-check"], cwd=paths.REPO_ROOT, capture_output=True, text=True,
+                          timeout=300, env=None)
+    assert done.returncode != 0 and "no CUDA device" in done.stderr, done.stdout + done.stderr

@@ -1,15 +1,22 @@
-"""Hidden tests: scaled dot-product attention and the MultiHeadAttention module."""
+"""Hidden tests: scaled dot-product attention and the MultiHeadAttention module.
+
+Each test takes its expectations from its own concept only. The attention tests read the student's own
+weights (the mask test compares masked weights with the student's unmasked ones, renormalised); the module
+tests accept the composition of the student's own parts (a wrong split or softmax is charged by its own
+tests); structure and gradients are fetched as tensors and confirmed by recomputing in the judge.
+"""
 
 import torch
 
 from autograder.rubric import graded
-from autograder.hidden_tests.support import close, each_case, module_and_twin, pair, randn, student_raises, tensor
+from autograder.hidden_tests.support import (PROJECTIONS, close, each_case, expected_attention, is_close,
+                                             module_and_twin, pair, randn, student_raises, tensor)
 
 GROUP = "attention"
 
 
 @graded(2, "Attention returns (output, weights): output (..., seq_q, d_v) and weights (..., seq_q, seq_k), "
-           "for any number of leading batch dimensions.")
+           "for any number of leading batch dimensions.", topic="sdpa-shapes")
 @each_case(lead=[(), (1,), (3,), (2, 1), (1, 3), (3, 2)], seq_q=range(1, 6), seq_k=range(1, 6), d=range(1, 7),
            d_v=range(1, 7))
 def test_attention_shapes(student, lead, seq_q, seq_k, d, d_v):
@@ -20,19 +27,29 @@ def test_attention_shapes(student, lead, seq_q, seq_k, d, d_v):
     tensor(weights, (*lead, seq_q, seq_k))
 
 
-@graded(4, "weights = softmax(q k^T / sqrt(d)) with d the size of one query vector, scaled before the "
-           "softmax; output = weights @ v.", visibility="hidden")
-def test_attention_values(student, reference):
+def _centred(matrix):
+    """``matrix`` minus its row means and column means (over the last two axes)."""
+    return matrix - matrix.mean(-1, keepdim=True) - matrix.mean(-2, keepdim=True) + matrix.mean((-2, -1), keepdim=True)
+
+
+@graded(4, "The scores are divided by sqrt(d), d the size of one query vector, and scaled before the softmax; "
+           "output = weights @ v.", topic="sdpa-scaling")
+def test_attention_values(student):
     """Attention computes softmax(q k^T / sqrt(d)) v"""
     q, k, v = randn(2, 3, 4, 8, seed=4), randn(2, 3, 6, 8, seed=5), randn(2, 3, 6, 5, seed=6)
     out, weights = pair(student.scaled_dot_product_attention(q, k, v))
-    ref_out, ref_weights = reference.scaled_dot_product_attention(q, k, v)
-    close(weights, ref_weights)
-    close(out, ref_out)
+    tensor(weights, (2, 3, 4, 6))
+    # log(softmax(scores / s)) = scores / s minus one number per row (or per column, whichever axis the softmax
+    # took): with the row and column means removed from both, only the scale s is left between them.
+    logs, scores = _centred(weights.double().log()), _centred(q.double() @ k.double().transpose(-2, -1))
+    scale = float((scores * scores).sum() / (scores * logs).sum())
+    assert abs(scale - 8 ** 0.5) < 1e-3 * 8 ** 0.5, "scores are not scaled by 1/sqrt(d) before the softmax"
+    close(logs * scale, scores, atol=1e-3)
+    close(out, weights.double() @ v.double(), atol=1e-5)
 
 
 @graded(2, "Each query's weights are a probability distribution over the keys: take the softmax over the "
-           "last (key) dimension.")
+           "last (key) dimension.", topic="sdpa-softmax")
 def test_attention_rows_sum_to_one(student):
     """Each query's weights sum to 1 over the keys"""
     _, weights = pair(student.scaled_dot_product_attention(randn(2, 4, 3, seed=7), randn(2, 6, 3, seed=8),
@@ -40,49 +57,85 @@ def test_attention_rows_sum_to_one(student):
     close(tensor(weights, (2, 4, 6)).sum(-1), torch.ones(2, 4))
 
 
+def renormalised(weights, mask):
+    """``weights`` with the blocked entries removed, renormalised along the rows and along the columns: what
+    masking does to a softmax over keys (rows) or over queries (columns), whatever its scale."""
+    kept = weights.double() * mask
+    rows = kept * weights.double().sum(-1, keepdim=True) / kept.sum(-1, keepdim=True)
+    columns = kept * weights.double().sum(-2, keepdim=True) / kept.sum(-2, keepdim=True)
+    return rows, columns
+
+
 @graded(3, "The mask says where a query may look (True = may attend): blocked keys get weight exactly 0, "
            "which filling their scores with -inf before the softmax achieves; a (seq_q, seq_k) mask applies to "
-           "every batch element.")
-def test_attention_mask(student, reference):
+           "every batch element.", topic="sdpa-mask")
+def test_attention_mask(student):
     """Masked keys get zero weight and the mask broadcasts"""
-    q, k, v = randn(2, 4, 4, seed=10), randn(2, 4, 4, seed=11), randn(2, 4, 3, seed=12)
+    q, k, v = randn(2, 4, 4, seed=10), randn(2, 4, 4, seed=11), randn(2, 4, 4, seed=12)  # d_v = d
+    out, weights = pair(student.scaled_dot_product_attention(q, k, v))
+    follows_weights = is_close(out, weights.double() @ v.double())
     causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
     padding = torch.tensor([True, True, True, False]).reshape(1, 1, 4)
     for mask in (causal, padding):
-        out, weights = pair(student.scaled_dot_product_attention(q, k, v, mask=mask))
-        ref_out, ref_weights = reference.scaled_dot_product_attention(q, k, v, mask=mask)
-        close(weights, ref_weights)
-        close(out, ref_out)
+        masked_out, masked = pair(student.scaled_dot_product_attention(q, k, v, mask=mask))
+        full = mask.expand(2, 4, 4)
+        assert any(is_close(masked, expected, atol=1e-6, equal_nan=True) for expected in renormalised(weights, full)), \
+            "masked weights are not the unmasked ones with the blocked keys removed"
+        if follows_weights:  # the output follows the weights unmasked, so it must follow them masked
+            assert is_close(masked_out, masked.double() @ v.double(), equal_nan=True), "output ignores the mask"
 
 
 @graded(2, "Use a numerically stable softmax (torch.softmax subtracts each row's maximum): exponentiating "
-           "raw large scores overflows to inf and nan.", visibility="hidden")
-def test_attention_is_stable_on_large_scores(student, reference):
+           "raw large scores overflows to inf and nan.", topic="sdpa-stability")
+def test_attention_is_stable_on_large_scores(student):
     """Large scores give finite, correct weights"""
-    q, k, v = randn(1, 3, 4, seed=13) * 300, randn(1, 3, 4, seed=14) * 300, randn(1, 3, 2, seed=15)
-    out, weights = pair(student.scaled_dot_product_attention(q, k, v))
-    ref_out, ref_weights = reference.scaled_dot_product_attention(q, k, v)
-    close(weights, ref_weights, atol=1e-4)
-    close(out, ref_out, atol=1e-4)
+    # An extra feature adds the same huge number to every score: a stable softmax gives the weights it gives
+    # without it (whatever its scale or axis), an unstable one overflows.
+    q, k, v = randn(1, 3, 4, seed=13), randn(1, 3, 4, seed=14), randn(1, 3, 2, seed=15)
+    big, small = torch.full((1, 3, 1), 30.0), torch.zeros(1, 3, 1)  # scores + 900 / sqrt(5): exp overflows
+    out, weights = pair(student.scaled_dot_product_attention(torch.cat((q, small), -1), torch.cat((k, small), -1), v))
+    big_out, big_weights = pair(student.scaled_dot_product_attention(torch.cat((q, big), -1), torch.cat((k, big), -1),
+                                                                     v))
+    assert bool(big_weights.isfinite().all() and big_out.isfinite().all()), "inf or nan"
+    close(big_weights, weights, atol=1e-4)
+    close(big_out, out, atol=1e-4)
 
 
-@graded(3, "MultiHeadAttention has four nn.Linear(d_model, d_model) layers named q_linear, k_linear, v_linear "
-           "and out_proj, and attributes num_heads and head_dim = d_model // num_heads.")
+def _layers(student, bias):
+    """Each projection fetched as tensors, then run alone by the worker and recomputed here."""
+    module = student.MultiHeadAttention(12, 3)
+    state = module.tensors()
+    assert isinstance(state, dict) and isinstance(state.get("parameters"), dict), "no parameters"
+    parameters, x = state["parameters"], randn(2, 5, 12, seed=24)
+    for name in PROJECTIONS:
+        weight = tensor(parameters.get(f"{name}.weight"), (12, 12))
+        if bias:
+            offset = tensor(parameters.get(f"{name}.bias"), (12,))
+        else:
+            offset = parameters.get(f"{name}.bias")
+            offset = torch.zeros(12) if offset is None else tensor(offset, (12,))
+        close(module.child(name)(x), x @ weight.T + offset)
+    return module
+
+
+@graded(2, "MultiHeadAttention has four nn.Linear(d_model, d_model) layers named q_linear, k_linear, v_linear "
+           "and out_proj, and attributes num_heads and head_dim = d_model // num_heads.", topic="mha-structure")
 def test_module_layers(student):
     """MultiHeadAttention has the four projections and the head sizes"""
-    module = student.MultiHeadAttention(12, 3)
-    info = module.describe()
-    assert isinstance(info, dict) and info.get("is_module"), "not an nn.Module"
-    for name in ("q_linear", "k_linear", "v_linear", "out_proj"):
-        child = info["children"].get(name)
-        assert child and child["linear"] and child["in_features"] == child["out_features"] == 12, name
-        assert child["bias"], f"{name} has no bias"
+    module = _layers(student, bias=False)
     assert module.attr("num_heads") == 3 and module.attr("head_dim") == 4, "num_heads / head_dim"
+
+
+@graded(1, "Each of the four projections has a bias (nn.Linear's default, bias=True), as torch.nn.MultiheadAttention "
+           "has.", topic="mha-bias")
+def test_projections_have_biases(student):
+    """The four projections have biases"""
+    _layers(student, bias=True)
 
 
 @graded(3, "Self-attention keeps the shape (batch, seq, d_model); with return_weights=True it also returns "
            "per-head weights (batch, num_heads, seq, seq). Any sizes work, including batch 1, sequence "
-           "length 1, one head and head_dim 1.")
+           "length 1, one head and head_dim 1.", topic="mha-shapes")
 @each_case(batch=range(1, 4), seq=range(1, 6), heads=range(1, 5), head_dim=range(1, 4))
 def test_module_shapes(student, batch, seq, heads, head_dim):
     """MultiHeadAttention returns the right shapes"""
@@ -97,55 +150,82 @@ def test_module_shapes(student, batch, seq, heads, head_dim):
 
 @graded(5, "With the same weights the module must agree with torch.nn.MultiheadAttention: project q, k and v "
            "with their own layers, split into contiguous heads, attend with scale 1/sqrt(head_dim) inside each "
-           "head, concatenate the heads in order and apply out_proj.", visibility="hidden")
+           "head, concatenate the heads in order and apply out_proj.", topic="mha-math")
 def test_module_matches_torch_output(student):
     """The output agrees with torch.nn.MultiheadAttention given the same weights"""
     for d_model, heads, seq in ((16, 4, 6), (12, 3, 1), (8, 1, 5)):
-        module, twin = module_and_twin(student, d_model, heads)
+        module, weights, twin = module_and_twin(student, d_model, heads)
         x = randn(2, seq, d_model, seed=17)
-        with torch.no_grad():
-            expected, _ = twin(x, x, x, need_weights=False)
-        close(module(x), expected)
+        out = tensor(module(x), (2, seq, d_model))
+        assert any(is_close(out, expected) for expected, _ in expected_attention(student, weights, twin, x, heads)), \
+            "output differs"
 
 
 @graded(4, "Each head's attention weights must agree with torch.nn.MultiheadAttention's per-head weights: "
            "scores between the head's own query and key chunks, scaled by sqrt(head_dim), softmax over keys.",
-        visibility="hidden")
+        topic="mha-math")
 def test_module_matches_torch_weights(student):
     """Per-head weights agree with torch.nn.MultiheadAttention"""
-    module, twin = module_and_twin(student, 16, 4)
+    module, weights, twin = module_and_twin(student, 16, 4)
     x = randn(2, 5, 16, seed=18)
-    with torch.no_grad():
-        _, expected = twin(x, x, x, average_attn_weights=False)
-    _, weights = pair(module(x, return_weights=True))
-    close(weights, expected)
+    _, per_head = pair(module(x, return_weights=True))
+    assert any(is_close(per_head, expected) for _, expected in expected_attention(student, weights, twin, x, 4)), \
+        "per-head weights differ"
 
 
 @graded(3, "The mask reaches every head: a (seq, seq) boolean mask (True = may attend) applies to all heads "
            "and batch elements, as torch.nn.MultiheadAttention applies its inverted attn_mask.",
-        visibility="hidden")
+        visibility="hidden", topic="mha-mask")
 def test_module_mask(student):
-    """A causal mask gives the same result as torch's"""
-    module, twin = module_and_twin(student, 8, 2)
+    """A causal mask reaches every head"""
+    module, weights, twin = module_and_twin(student, 8, 2)
     x = randn(2, 5, 8, seed=19)
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
-    with torch.no_grad():
-        expected, _ = twin(x, x, x, attn_mask=~causal, need_weights=False)
-    close(module(x, mask=causal), expected)
+    out, masked = pair(module(x, mask=causal, return_weights=True))
+    # Per-head weights as torch's or the student's own parts' give them, or the module's own unmasked weights
+    # with the blocked keys removed; or, for weights of another shape (their own check's concern), the output.
+    for expected_out, expected in expected_attention(student, weights, twin, x, 2, mask=causal):
+        if is_close(masked, expected, equal_nan=True) or is_close(out, expected_out, equal_nan=True):
+            return
+    _, unmasked = pair(module(x, return_weights=True))
+    assert any(is_close(masked, expected, atol=1e-6) for expected in renormalised(unmasked, causal)), \
+        "masked weights differ"
 
 
 @graded(3, "Every projection is on the path from input to output (q, k and v through attention, out_proj "
-           "after the heads are combined), so training updates all four.", visibility="hidden")
+           "after the heads are combined), so training updates all four.", topic="mha-gradients")
 def test_gradients_reach_every_projection(student):
     """Gradients reach all four projections"""
-    grads = student.MultiHeadAttention(8, 2).grads(randn(2, 4, 8, seed=20))
-    assert isinstance(grads, dict), "no gradients"
-    for name in ("q_linear.weight", "k_linear.weight", "v_linear.weight", "out_proj.weight"):
-        assert isinstance(grads.get(name), float) and grads[name] > 0, f"no gradient for {name}"
+    module, weights, twin = module_and_twin(student, 8, 2)
+    x = randn(2, 4, 8, seed=20)
+    reply = module.grads(x)
+    assert isinstance(reply, dict) and isinstance(reply.get("grads"), dict), "no gradients"
+    out, grads = tensor(reply.get("output"), (2, 4, 8)), reply["grads"]
+    for name in PROJECTIONS:
+        assert isinstance(grads.get(f"{name}.weight"), torch.Tensor), f"no gradient for {name}"
+    expected, _ = twin(x, x, x, need_weights=False)
+    if is_close(out, expected):  # the forward is torch's: so must the gradients be, computed here
+        expected.pow(2).sum().backward()
+        in_proj = twin.in_proj_weight.grad.chunk(3)
+        for name, grad in zip(PROJECTIONS, (*in_proj, twin.out_proj.weight.grad)):
+            close(grads[f"{name}.weight"], grad, atol=1e-4, rtol=1e-3)
+        return
+    # A forward of its own (another check charges for that): its gradients must be the true ones of that
+    # forward, measured here as the change of its output when one projection's weights move.
+    for index, name in enumerate(PROJECTIONS):
+        weight, direction = weights[name][0], randn(8, 8, seed=30 + index, dtype=torch.float64)
+        losses = []
+        for sign in (1, -1):
+            moved = (weight.double() + sign * 1e-2 * direction).float()
+            losses.append(tensor(module.call_with({f"{name}.weight": moved}, x), (2, 4, 8)).double().pow(2).sum())
+        measured = float(losses[0] - losses[1]) / 2e-2
+        claimed = float((tensor(grads[f"{name}.weight"], (8, 8)).double() * direction).sum())
+        assert abs(measured) > 1e-3, f"no gradient reaches {name}"
+        assert abs(claimed - measured) <= 1e-2 * abs(measured) + 1e-3, f"the gradient of {name} is not its own"
 
 
 @graded(2, "Sequences in a batch do not see each other: each one's output is what it would be alone.",
-        visibility="hidden")
+        visibility="hidden", topic="mha-batch")
 def test_batch_elements_are_independent(student):
     """Each batch element's output is independent of the others"""
     module = student.MultiHeadAttention(8, 2)
@@ -155,7 +235,7 @@ def test_batch_elements_are_independent(student):
 
 
 @graded(2, "MultiHeadAttention raises ValueError when d_model is not divisible by num_heads: heads must split "
-           "the width evenly.")
+           "the width evenly.", topic="validation")
 def test_indivisible_width_raises_value_error(student):
     """An indivisible d_model raises ValueError"""
     with student_raises("ValueError"):

@@ -7,7 +7,7 @@ import zlib
 
 import torch
 
-from ..remote import StudentError
+from ..remote import StudentError, SubmissionFailure
 from ..worker.protocol import Handle, Unsupported, device_of
 
 
@@ -77,9 +77,16 @@ def pair(value):
 def close(actual, expected, atol=1e-5, rtol=1e-5):
     """Assert ``actual`` is a tensor of ``expected``'s shape and within tolerance of it (compared in float64)."""
     actual = tensor(actual, expected.shape)
-    assert device_of(actual) != "meta", "a meta tensor has no values"
+    assert actual.device.type != "meta", "a tensor from the fake device has no values"
     ok = torch.allclose(actual.double(), expected.double(), atol=atol, rtol=rtol)
     assert ok, "values differ"
+
+
+def is_close(actual, expected, atol=1e-5, rtol=1e-5, equal_nan=False):
+    """Whether ``actual`` is a tensor of ``expected``'s shape within tolerance of it (no assertion)."""
+    return (isinstance(actual, torch.Tensor) and not isinstance(actual, (Handle, Unsupported))
+            and actual.device.type != "meta" and tuple(actual.shape) == tuple(expected.shape)
+            and torch.allclose(actual.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=equal_nan))
 
 
 def randn(*shape, seed=0, dtype=torch.float32):
@@ -88,28 +95,118 @@ def randn(*shape, seed=0, dtype=torch.float32):
     return torch.randn(*shape, generator=generator, dtype=dtype)
 
 
-def torch_twin(state, d_model, num_heads):
-    """``torch.nn.MultiheadAttention`` carrying the weights of a student's ``state_dict``."""
+# ---------------------------------------------------------------- reading a positional-encoding table
+
+def sine_pairs(table, tolerance=1e-3):
+    """The (sine, cosine) column pairs of a table ``(positions, d_model)``, wherever its layout put them.
+
+    Two columns form a pair when their squares add up to 1 at every position (the sine and the cosine of one
+    angle). Pairs are ordered by their first column (pair i of an interleaved table is (2i, 2i+1), of a
+    [sin | cos] table (i, i + d_model/2)) and oriented so that the angle ``atan2(sine, cosine)`` grows with the
+    position. Returns ``[(sine column, cosine column)]``, or None when some column has no partner.
+    """
+    table = table.double()
+    width = table.shape[1]
+    fit = (table[:, :, None] ** 2 + table[:, None, :] ** 2 - 1).abs().amax(0) < tolerance  # (d, d)
+    fit.fill_diagonal_(False)
+    pairs, used = [], set()
+    for a in range(width):
+        if a in used:
+            continue
+        partners = [b for b in fit[a].nonzero().flatten().tolist() if b not in used]
+        if not partners:
+            return None
+        used |= {a, partners[0]}
+        pairs.append((a, partners[0]))
+    rates = angle_rates(table, pairs)
+    return [(a, b) if rate >= 0 else (b, a) for (a, b), rate in zip(pairs, rates.tolist())]
+
+
+def unwrapped_angle(sine, cosine):
+    """The angle ``atan2(sine, cosine)`` along the positions (dimension 0), unwrapped (steps taken in
+    (-pi, pi]), float64."""
+    angle = torch.atan2(sine.double(), cosine.double())
+    step = torch.remainder(angle.diff(dim=0) + torch.pi, 2 * torch.pi) - torch.pi
+    return torch.cat((angle[:1], angle[:1] + step.cumsum(0)))
+
+
+def angle_rates(table, pairs):
+    """Radians per position of each (sine, cosine) pair's angle, signed: least-squares slopes, shape ``(pairs,)``."""
+    table = table.double()
+    sines, cosines = zip(*pairs)
+    angle = unwrapped_angle(table[:, list(sines)], table[:, list(cosines)])  # (positions, pairs)
+    positions = torch.arange(len(angle), dtype=torch.float64)[:, None]
+    positions = positions - positions.mean()
+    return (positions * (angle - angle.mean(0))).sum(0) / positions.pow(2).sum().clamp_min(1e-12)
+
+
+def pair_rates(table, pairs):
+    """``|radians per position|`` of each pair, in pair order."""
+    return angle_rates(table, pairs).abs()
+
+
+def recurrence_residual(table):
+    """How far each column is from one steady sine wave: ``max |c[p+1] + c[p-1] - 2 k c[p]|`` with the best k of
+    each column (any frequency, phase and layout satisfy it exactly; a stall or a jump does not)."""
+    table = table.double()
+    middle, around = table[1:-1], table[2:] + table[:-2]
+    k = (middle * around).sum(0) / (2 * middle.pow(2).sum(0)).clamp_min(1e-12)
+    return float((around - 2 * k * middle).abs().max()) if len(middle) else 0.0
+
+
+# ---------------------------------------------------------------- multi-head attention, checked by recomputing
+
+PROJECTIONS = ("q_linear", "k_linear", "v_linear", "out_proj")
+
+
+def projections(module, d_model):
+    """The four projections' ``(weight, bias)`` fetched from the student's module as tensors (every parameter by
+    every name, aliases included); a missing bias is zeros (the bias is checked on its own)."""
+    state = module.tensors()
+    assert isinstance(state, dict) and isinstance(state.get("parameters"), dict), "no parameters"
+    parameters = state["parameters"]
+    weights = {}
+    for name in PROJECTIONS:
+        weight = tensor(parameters.get(f"{name}.weight"), (d_model, d_model))
+        bias = parameters.get(f"{name}.bias")
+        weights[name] = (weight, torch.zeros(d_model) if bias is None else tensor(bias, (d_model,)))
+    return weights
+
+
+def torch_twin(weights, d_model, num_heads):
+    """``torch.nn.MultiheadAttention`` carrying the four projections of :func:`projections`."""
     twin = torch.nn.MultiheadAttention(d_model, num_heads, batch_first=True)
     with torch.no_grad():
-        twin.in_proj_weight.copy_(torch.cat([state[f"{n}.weight"] for n in ("q_linear", "k_linear", "v_linear")]))
-        twin.in_proj_bias.copy_(torch.cat([state[f"{n}.bias"] for n in ("q_linear", "k_linear", "v_linear")]))
-        twin.out_proj.weight.copy_(state["out_proj.weight"])
-        twin.out_proj.bias.copy_(state["out_proj.bias"])
+        twin.in_proj_weight.copy_(torch.cat([weights[n][0] for n in PROJECTIONS[:3]]))
+        twin.in_proj_bias.copy_(torch.cat([weights[n][1] for n in PROJECTIONS[:3]]))
+        twin.out_proj.weight.copy_(weights["out_proj"][0])
+        twin.out_proj.bias.copy_(weights["out_proj"][1])
     return twin.eval()
 
 
-def student_state(module, d_model):
-    """The student's four projections as a ``state_dict``, checked for the contract's names and shapes."""
-    state = module.state_dict()
-    assert isinstance(state, dict), "state_dict is not a dict"
-    for name in ("q_linear", "k_linear", "v_linear", "out_proj"):
-        tensor(state.get(f"{name}.weight"), (d_model, d_model))
-        tensor(state.get(f"{name}.bias"), (d_model,))
-    return state
-
-
 def module_and_twin(student, d_model, num_heads):
-    """A student's MultiHeadAttention and ``torch.nn.MultiheadAttention`` carrying the same weights."""
+    """A student's MultiHeadAttention, its projections (fetched) and ``torch.nn.MultiheadAttention`` with them."""
     module = student.MultiHeadAttention(d_model, num_heads)
-    return module, torch_twin(student_state(module, d_model), d_model, num_heads)
+    weights = projections(module, d_model)
+    return module, weights, torch_twin(weights, d_model, num_heads)
+
+
+def expected_attention(student, weights, twin, x, num_heads, mask=None):
+    """What a MultiHeadAttention with these weights may return for ``x``: ``(output, per-head weights)`` pairs.
+
+    First ``torch.nn.MultiheadAttention``'s; then the same composition (project, split, attend, combine,
+    out_proj) made of the student's own ``split_heads``, ``scaled_dot_product_attention`` and ``combine_heads``:
+    a module that composes the parts correctly keeps its points when a part is wrong, since that part's own
+    checks charge for it. A generator, so a module that matches the first pays for nothing more.
+    """
+    with torch.no_grad():
+        out, per_head = twin(x, x, x, attn_mask=None if mask is None else ~mask, average_attn_weights=False)
+    yield out, per_head
+    try:
+        q, k, v = (tensor(student.split_heads(x @ weights[n][0].T + weights[n][1], num_heads))
+                   for n in PROJECTIONS[:3])
+        attended, per_head = pair(student.scaled_dot_product_attention(q, k, v, mask=mask))
+        combined = tensor(student.combine_heads(attended), x.shape)
+    except (AssertionError, SubmissionFailure):
+        return
+    yield combined @ weights["out_proj"][0].T + weights["out_proj"][1], per_head

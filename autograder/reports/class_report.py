@@ -12,7 +12,7 @@ def pass_rates(results):
     """``[(test name, group, fraction of students who passed it)]`` in rubric order."""
     counts = {}
     for result in results:
-        for test in result.tests:
+        for test in (test for test in result.tests if test.counted):  # a check not run here has no pass rate
             passed, total, group = counts.get(test.name, (0, 0, test.group))
             counts[test.name] = (passed + (test.status == "passed"), total + 1, group)
     return [(name, group, passed / total) for name, (passed, total, group) in counts.items()]

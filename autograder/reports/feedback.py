@@ -20,9 +20,10 @@ def render(result):
     lines.append("")
     written = [test for test in result.tests if test.group == "written"]
     checks = [test for test in result.tests if test.group != "written"]
-    failed = [test for test in checks if test.status != "passed" and test.visibility in SHOWN]
+    failed = [test for test in checks if test.status == "failed" and test.visibility in SHOWN]
     passed = [test for test in checks if test.status == "passed" and test.visibility in SHOWN]
-    hidden = [test for test in checks if test.visibility not in SHOWN]
+    hidden = [test for test in checks if test.visibility not in SHOWN and test.counted]
+    uncounted = [test for test in checks if not test.counted]
     if failed:
         lines += ["## To work on", ""]
         for test in failed:
@@ -34,7 +35,7 @@ def render(result):
         lines.append("")
     if passed:
         lines += ["## Passed", ""] + [f"- {test.name} ({test.max_score:g})" for test in passed] + [""]
-    missed = [test for test in hidden if test.status != "passed"]
+    missed = [test for test in hidden if test.status == "failed"]
     if missed:
         # Hidden checks stay unnamed, but the idea each one missed is what the student needs to learn.
         lines += ["## Also review", ""]
@@ -43,6 +44,9 @@ def render(result):
         lines.append("")
     if hidden:
         lines += [f"Your score includes {len(hidden)} further checks whose details are not shown.", ""]
+    if uncounted:
+        lines += [f"{len(uncounted)} check(s) need hardware the grading machine lacks (a GPU); they count neither in "
+                  "your score nor in the maximum.", ""]
     if written:
         lines += ["## Written answers", ""]
         if result.extra.get("notebook_reason"):

@@ -4,12 +4,19 @@ Every request is answered with data. Objects that must stay in this process
 (module instances) are kept in a table and named by handle. A student's
 exception becomes an ``error`` record (type names, message, file and line in
 the student's code); it never reaches the judge as an object.
+
+Submission code runs in this process and can rewrite anything here, so no
+operation reports a conclusion about the submission (a module's layers, whether
+it is fast): operations only run the student's code and send back what it
+returned, tensors included (parameters, buffers, gradients), for the judge to
+check against its own computations.
 """
 
 import importlib
+import itertools
+import logging
 import os
 import sys
-import time
 import traceback
 import types
 
@@ -136,15 +143,17 @@ class Session:
             raise ImportFailed(name, module)
         return None
 
-    def op_call(self, message, blobs):
-        function = self.lookup(message["name"])
-        args, kwargs = self._arguments(message, blobs)
-        return function(*args, **kwargs)
-
     def op_new(self, message, blobs):
         cls = self.lookup(message["name"])
         args, kwargs = self._arguments(message, blobs)
         return Keep(cls(*args, **kwargs))
+
+    def op_call(self, message, blobs):
+        function = self.lookup(message["name"])
+        args, kwargs = self._arguments(message, blobs)
+        if message.get("fake"):
+            return on_fake_device(function, args, kwargs)
+        return function(*args, **kwargs)
 
     def op_method(self, message, blobs):
         target = self._object(message["handle"])
@@ -152,40 +161,26 @@ class Session:
         name = message["method"]
         if name not in ("__call__", "forward"):
             raise LookupError(f"method {name} is not callable from the judge")
+        if message.get("fake"):
+            return on_fake_device(_module(target), args, kwargs)
+        if "override" in message:  # the module run with some parameters replaced (the judge's finite differences)
+            override = decode(message["override"], blobs)
+            return torch.func.functional_call(_module(target), override, tuple(args), kwargs, strict=False)
         return getattr(target, name)(*args, **kwargs)
 
     def op_attr(self, message, blobs):
         return getattr(self._object(message["handle"]), message["name"])
 
-    def op_describe(self, message, blobs):
-        module = self._object(message["handle"])
-        if not isinstance(module, torch.nn.Module):
-            return {"is_module": False}
-        children = {}
-        for name, child in module.named_children():
-            children[name] = {
-                "type": type(child).__name__,
-                "linear": isinstance(child, torch.nn.Linear),
-                "in_features": getattr(child, "in_features", None),
-                "out_features": getattr(child, "out_features", None),
-                "bias": getattr(child, "bias", None) is not None,
-            }
-        return {
-            "is_module": True,
-            "parameters": [[name, list(p.shape), bool(p.requires_grad)] for name, p in module.named_parameters()],
-            "buffers": [[name, list(b.shape), str(b.dtype).replace("torch.", ""), b.device.type]
-                        for name, b in module.named_buffers()],
-            "state_keys": list(module.state_dict().keys()),
-            "children": children,
-        }
+    def op_child(self, message, blobs):
+        """A submodule (``q_linear``) as a handle of its own, so the judge can run that layer alone."""
+        child = getattr(_module(self._object(message["handle"])), str(message["name"]))
+        return Keep(_module(child))
 
-    def op_state_dict(self, message, blobs):
-        return dict(self._object(message["handle"]).state_dict())
-
-    def op_load_state_dict(self, message, blobs):
-        state = decode(message["state"], blobs)
-        self._object(message["handle"]).load_state_dict(state, strict=True)
-        return None
+    def op_tensors(self, message, blobs):
+        """Every parameter and buffer by every name it has (aliases included), as tensors."""
+        module = _module(self._object(message["handle"]))
+        return {"parameters": {name: p.detach() for name, p in module.named_parameters(remove_duplicate=False)},
+                "buffers": {name: b.detach() for name, b in module.named_buffers(remove_duplicate=False)}}
 
     def op_to(self, message, blobs):
         target = self._object(message["handle"])
@@ -196,35 +191,18 @@ class Session:
         return None
 
     def op_grads(self, message, blobs):
-        module = self._object(message["handle"])
+        """Forward, then backward of ``sum(output ** 2)``: the output and every parameter's gradient (by every
+        name it has), as tensors; the judge computes the gradients it expects itself."""
+        module = _module(self._object(message["handle"]))
         args, kwargs = self._arguments(message, blobs)
         module.zero_grad(set_to_none=True)
         out = module(*args, **kwargs)
         if isinstance(out, tuple):
             out = out[0]
         out.float().pow(2).sum().backward()  # squared: a plain sum can cancel a softmax's gradient
-        return {name: None if p.grad is None else float(p.grad.abs().sum()) for name, p in module.named_parameters()}
-
-    def op_time(self, message, blobs):
-        """Best-of timings of a call and of a same-sized elementwise sin/cos (the machine's yardstick)."""
-        function = self.lookup(message["name"])
-        args, kwargs = self._arguments(message, blobs)
-        numel = int(message["numel"])
-        budget = float(message.get("budget", 2.0))
-        probe = torch.rand(numel)
-        best_call = best_probe = float("inf")
-        started = time.perf_counter()
-        for _ in range(int(message.get("repeats", 3))):
-            t0 = time.perf_counter()
-            function(*args, **kwargs)
-            best_call = min(best_call, time.perf_counter() - t0)
-            for _ in range(5):
-                t1 = time.perf_counter()
-                torch.stack((probe.sin(), probe.cos()), dim=-1)
-                best_probe = min(best_probe, time.perf_counter() - t1)
-            if time.perf_counter() - started > budget:
-                break
-        return {"call": best_call, "probe": best_probe}
+        grads = {name: None if p.grad is None else p.grad.detach()
+                 for name, p in module.named_parameters(remove_duplicate=False)}
+        return {"output": out.detach(), "grads": grads}
 
     # ------------------------------------------------------------ the notebook (see notebook.py)
 
@@ -284,6 +262,52 @@ class Encoded:
 
     def __init__(self, values):
         self.values = values
+
+
+def _module(value):
+    if not isinstance(value, torch.nn.Module):
+        raise TypeError(f"{type(value).__name__[:100]} is not an nn.Module")
+    return value
+
+
+def on_fake_device(function, args, kwargs):
+    """Run ``function`` (or a module's forward, with its parameters and buffers moved) on a fake device.
+
+    PyTorch's fake tensors (``FakeTensorMode``) carry shapes, dtypes and devices but no values, and apply the
+    device rules CUDA kernels apply: a CPU 0-dim tensor mixes with tensors of any device, any other CPU tensor
+    does not. The fake device is ``meta`` here: the judge's inputs arrive on it, and unlike a fake ``cuda``
+    tensor it can be indexed on a build without CUDA (indexing asks the build for a CUDA device guard). A
+    module is called with fake copies of its registered parameters and buffers, as ``module.to(device)``
+    would move them; plain tensor attributes stay on the CPU, as they would on a GPU.
+
+    Returns ``{"value": the result with each tensor as a plain meta tensor, "devices": each tensor's device
+    type, in order}``.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    # A student's shape error under fake tensors is an answer, not something for PyTorch to log as it does.
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        if isinstance(function, torch.nn.Module):
+            state = {name: torch.empty_like(tensor, device="meta")
+                     for name, tensor in itertools.chain(function.named_parameters(), function.named_buffers())}
+            out = torch.func.functional_call(function, state, tuple(args), kwargs, strict=False)
+        else:
+            out = function(*args, **kwargs)
+    devices = []
+    return {"value": _as_meta(out, devices), "devices": devices}
+
+
+def _as_meta(value, devices):
+    """``value`` with every tensor replaced by a plain meta tensor of its shape and dtype (its device noted)."""
+    if isinstance(value, torch.Tensor):
+        devices.append(value.device.type)
+        return torch.empty(tuple(value.shape), dtype=value.dtype, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_meta(item, devices) for item in value)
+    if isinstance(value, dict):
+        return {key: _as_meta(item, devices) for key, item in value.items()}
+    return value
 
 
 class ImportFailed(Exception):

@@ -6,6 +6,17 @@ import torch
 from mha_pe import combine_heads, split_heads
 
 
+def must_raise_value_error(call, what):
+    """``call()`` must raise ValueError; anything else fails naming ``what``."""
+    try:
+        call()
+    except ValueError:
+        return
+    except Exception as error:  # noqa: BLE001 - the wrong exception is a failure, with its name
+        pytest.fail(f"{what} must raise ValueError, not {type(error).__name__}: {error}")
+    pytest.fail(f"{what} must raise ValueError")
+
+
 def test_split_shape():
     out = split_heads(torch.randn(2, 5, 12), num_heads=4)
     assert tuple(out.shape) == (2, 4, 5, 3), (
@@ -19,35 +30,43 @@ def test_each_head_is_a_contiguous_chunk_of_features():
     out = split_heads(x, num_heads=4)
     assert out[0, :, 0].tolist() == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]], (
         "head h must hold features h*head_dim .. (h+1)*head_dim - 1 of the projected vector (contiguous chunks), "
-        f"got {out[0, :, 0].tolist()}: reshape the feature axis, then move the head axis; do not reshape across seq"
+        f"got {out[0, :, 0].tolist()}"
     )
 
 
 def test_heads_keep_tokens_apart():
-    x = torch.randn(1, 3, 8)
-    out = split_heads(x, num_heads=2)
-    assert torch.equal(out[0, 1, 2], x[0, 2, 4:]), (
-        "out[b, h, s] must come from token s only: a view straight to (batch, heads, seq, head_dim) without a "
-        "transpose mixes features of different tokens"
+    # x[b, s, f] = 100 * s + f: every value says which token it came from (value // 100).
+    x = (100 * torch.arange(5.0)[None, :, None] + torch.arange(12.0)).expand(2, 5, 12)
+    out = split_heads(x, num_heads=3)
+    tokens = torch.div(out, 100, rounding_mode="floor")
+    assert tuple(out.shape) == (2, 3, 5, 4) and bool((tokens == torch.arange(5.0)[:, None]).all()), (
+        "out[b, h, s] must come from token s only: split the feature axis first, then move the head axis in front "
+        "of the sequence axis; a view straight to (batch, heads, seq, head_dim) mixes features of different tokens"
     )
 
 
-def test_combine_is_the_inverse_of_split():
-    x = torch.randn(2, 5, 12)
-    heads = split_heads(x, num_heads=3)
-    back = combine_heads(heads)
-    assert tuple(back.shape) == (2, 5, 12), (
-        f"combine_heads must return (batch, seq, heads*head_dim), got {tuple(back.shape)}"
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_combine_puts_each_head_back_in_order(layout):
+    # (batch, heads, seq, head_dim) as attention returns it (contiguous), or as a transpose leaves it.
+    heads = torch.randn(2, 3, 5, 4) if layout == "contiguous" else torch.randn(2, 5, 3, 4).transpose(1, 2)
+    try:
+        out = combine_heads(heads)
+    except RuntimeError as error:
+        pytest.fail("combine_heads must accept any (batch, heads, seq, head_dim) tensor: once the head axis is moved "
+                    "back the tensor is no longer contiguous in memory, which .view() refuses; use reshape, or "
+                    f".contiguous() before .view() ({error})")
+    assert tuple(out.shape) == (2, 5, 12), (
+        f"combine_heads must return (batch, seq, heads*head_dim), got {tuple(out.shape)}"
     )
-    assert torch.equal(back, x), (
-        "combine_heads(split_heads(x, n)) must give back x exactly: glue the heads side by side in order"
-    )
+    for h in range(3):
+        assert torch.equal(out[:, :, 4 * h:4 * (h + 1)], heads[:, h]), (
+            "combine_heads is the inverse of split_heads: head h's features go to positions "
+            "h*head_dim .. (h+1)*head_dim - 1 of each token, glued side by side in order"
+        )
 
 
 def test_split_rejects_indivisible_width_and_wrong_rank():
-    with pytest.raises(ValueError):
-        split_heads(torch.randn(2, 5, 10), num_heads=4)
-    with pytest.raises(ValueError):
-        split_heads(torch.randn(5, 12), num_heads=4)
-    with pytest.raises(ValueError):
-        combine_heads(torch.randn(2, 5, 12))
+    must_raise_value_error(lambda: split_heads(torch.randn(2, 5, 10), num_heads=4),
+                           "split_heads with a d_model that num_heads does not divide")
+    must_raise_value_error(lambda: split_heads(torch.randn(5, 12), num_heads=4), "split_heads with a 2-D input")
+    must_raise_value_error(lambda: combine_heads(torch.randn(2, 5, 12)), "combine_heads with a 3-D input")

@@ -1,4 +1,8 @@
-"""Public tests for attention.py: scaled dot-product attention and the multi-head module."""
+"""Public tests for attention.py: scaled dot-product attention and the multi-head module.
+
+Each test checks one idea and its message names it; fix the scaled_dot_product_attention tests first, since
+the module uses that function.
+"""
 
 import math
 
@@ -8,28 +12,52 @@ from torch import nn
 
 from mha_pe import MultiHeadAttention, scaled_dot_product_attention
 
+PROJECTIONS = ("q_linear", "k_linear", "v_linear", "out_proj")
+
+
+def must_raise_value_error(call, what):
+    """``call()`` must raise ValueError; anything else fails naming ``what``."""
+    try:
+        call()
+    except ValueError:
+        return
+    except Exception as error:  # noqa: BLE001 - the wrong exception is a failure, with its name
+        pytest.fail(f"{what} must raise ValueError, not {type(error).__name__}: {error}")
+    pytest.fail(f"{what} must raise ValueError")
+
+
+def bias_of(layer):
+    return layer.bias if layer.bias is not None else torch.zeros(layer.out_features)  # checked on its own
+
 
 def torch_twin(module, d_model, num_heads):
     """PyTorch's own multi-head attention carrying the same weights as ``module``."""
     twin = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+    q, k, v = module.q_linear, module.k_linear, module.v_linear
     with torch.no_grad():
-        twin.in_proj_weight.copy_(torch.cat([module.q_linear.weight, module.k_linear.weight, module.v_linear.weight]))
-        twin.in_proj_bias.copy_(torch.cat([module.q_linear.bias, module.k_linear.bias, module.v_linear.bias]))
+        twin.in_proj_weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
+        twin.in_proj_bias.copy_(torch.cat([bias_of(q), bias_of(k), bias_of(v)]))
         twin.out_proj.weight.copy_(module.out_proj.weight)
-        twin.out_proj.bias.copy_(module.out_proj.bias)
+        twin.out_proj.bias.copy_(bias_of(module.out_proj))
     return twin
 
 
-def test_attention_shapes_and_rows_sum_to_one():
+def test_attention_shapes():
     q, k, v = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
     out, weights = scaled_dot_product_attention(q, k, v)
     assert tuple(out.shape) == (2, 4, 5), f"output is (..., seq_q, d_v): expected (2, 4, 5), got {tuple(out.shape)}"
     assert tuple(weights.shape) == (2, 4, 6), (
         f"weights are (..., seq_q, seq_k): expected (2, 4, 6), got {tuple(weights.shape)}"
     )
-    assert torch.allclose(weights.sum(-1), torch.ones(2, 4), atol=1e-5), (
-        "each query's weights must sum to 1: take the softmax over the last (key) dimension"
-    )
+
+
+SOFTMAX = ("each query's weights must sum to 1: take the softmax over the last (key) dimension, of scores scaled "
+           "before the softmax (not after)")
+
+
+def test_weights_are_a_distribution_over_the_keys():
+    _, weights = scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5))
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 4), atol=1e-5), SOFTMAX
 
 
 @pytest.mark.parametrize("lead", [(), (3,), (2, 4)], ids=["no-batch", "batch", "batch-heads"])
@@ -45,32 +73,48 @@ def test_attention_accepts_any_number_of_leading_dimensions(lead):
 
 def test_attention_is_scaled_by_sqrt_of_the_feature_size():
     q, k, v = torch.randn(1, 3, 16), torch.randn(1, 3, 16), torch.randn(1, 3, 4)
-    _, weights = scaled_dot_product_attention(q, k, v)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert torch.allclose(weights.sum(-1), torch.ones(1, 3), atol=1e-5), SOFTMAX
     expected = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(16), dim=-1)
     assert torch.allclose(weights, expected, atol=1e-5), (
-        "weights must be softmax(q k^T / sqrt(d)) with d the size of each query vector; divide the scores before "
-        "the softmax, not after"
+        "weights must be softmax(q k^T / sqrt(d)) with d the size of each query vector (16 here; the values have 4 "
+        "features): divide the scores by sqrt(d), scaled before the softmax"
     )
+    assert torch.allclose(out, weights @ v, atol=1e-5), "the output is weights @ v"
 
 
 def test_mask_blocks_keys():
     q, k, v = torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
+    _, unmasked = scaled_dot_product_attention(q, k, v)
+    assert torch.allclose(unmasked.sum(-1), torch.ones(1, 3), atol=1e-5), SOFTMAX
     causal = torch.tril(torch.ones(3, 3, dtype=torch.bool))
     _, weights = scaled_dot_product_attention(q, k, v, mask=causal)
     assert torch.all(weights[0][~causal] == 0), (
         "where the mask is False the weight must be exactly 0 (True = may attend)"
     )
-    assert torch.allclose(weights.sum(-1), torch.ones(1, 3), atol=1e-5), "masked rows must still sum to 1"
+    assert torch.allclose(weights.sum(-1), torch.ones(1, 3), atol=1e-5), (
+        "masked rows must still sum to 1: fill the blocked scores with -inf before the softmax, not the weights after"
+    )
+
+
+def test_large_scores_stay_finite():
+    q, k, v = torch.randn(1, 3, 4) * 100, torch.randn(1, 3, 4) * 100, torch.randn(1, 3, 2)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert torch.isfinite(weights).all() and torch.isfinite(out).all(), (
+        "use a numerically stable softmax (torch.softmax subtracts each row's maximum): exp of large scores "
+        "overflows to inf, and inf / inf is nan"
+    )
 
 
 def test_module_layers_and_output_shape():
     mha = MultiHeadAttention(16, 4)
     assert mha.num_heads == 4 and mha.head_dim == 4, "store num_heads and head_dim = d_model // num_heads"
-    for name in ("q_linear", "k_linear", "v_linear", "out_proj"):
+    for name in PROJECTIONS:
         layer = getattr(mha, name, None)
         assert isinstance(layer, nn.Linear) and layer.in_features == layer.out_features == 16, (
             f"{name} must be an nn.Linear(d_model, d_model)"
         )
+        assert layer.bias is not None, f"{name} must have a bias (nn.Linear's default, bias=True)"
     out = mha(torch.randn(2, 5, 16))
     assert tuple(out.shape) == (2, 5, 16), (
         f"self-attention keeps the input shape (batch, seq, d_model), got {tuple(out.shape)}"
@@ -80,7 +124,8 @@ def test_module_layers_and_output_shape():
 def test_module_returns_per_head_weights():
     out, weights = MultiHeadAttention(16, 4)(torch.randn(2, 5, 16), return_weights=True)
     assert tuple(weights.shape) == (2, 4, 5, 5), (
-        f"with return_weights=True the weights are per head, (batch, num_heads, seq, seq); got {tuple(weights.shape)}"
+        "with return_weights=True return per-head weights, (batch, num_heads, seq, seq), not their average; "
+        f"got {tuple(weights.shape)}"
     )
 
 
@@ -91,28 +136,46 @@ def test_module_matches_torch_multihead_attention():
     x = torch.randn(2, 5, d_model)
     out, weights = mha(x, return_weights=True)
     ref_out, ref_weights = twin(x, x, x, average_attn_weights=False)
-    assert torch.allclose(weights, ref_weights, atol=1e-5), (
-        "per-head weights differ from nn.MultiheadAttention with the same weights: project with q/k/v_linear, split "
-        "into contiguous heads, scale by sqrt(head_dim)"
+    assert weights.shape == ref_weights.shape and torch.allclose(weights, ref_weights, atol=1e-5), (
+        "per-head weights differ from nn.MultiheadAttention with the same weights: project q, k and v with their "
+        "own layers, split into contiguous heads, scale each head's scores by sqrt(head_dim) (fix the heads and "
+        "scaled_dot_product_attention tests first: the module uses them)"
     )
     assert torch.allclose(out, ref_out, atol=1e-5), (
-        "outputs differ from nn.MultiheadAttention with the same weights: "
-        "concatenate the heads in order, then apply out_proj"
+        "outputs differ from nn.MultiheadAttention with the same weights: concatenate the heads in order, then "
+        "apply out_proj (fix the heads and scaled_dot_product_attention tests first: the module uses them)"
     )
 
 
-def test_module_mask_matches_torch():
-    d_model, num_heads = 8, 2
-    mha = MultiHeadAttention(d_model, num_heads)
-    twin = torch_twin(mha, d_model, num_heads)
-    x = torch.randn(1, 4, d_model)
+def test_module_mask_reaches_every_head():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(1, 4, 8)
     causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
-    ref_out, _ = twin(x, x, x, attn_mask=~causal)  # PyTorch's module marks the blocked keys instead
-    assert torch.allclose(mha(x, mask=causal), ref_out, atol=1e-5), (
-        "a (seq, seq) mask must apply to every head and batch element, True = may attend"
+    _, masked = mha(x, mask=causal, return_weights=True)
+    _, unmasked = mha(x, return_weights=True)
+    assert torch.all(masked[..., ~causal] == 0), (
+        "a (seq, seq) mask must reach every head and batch element: blocked keys (False; True = may attend) get "
+        "weight 0 in every head"
     )
+    if masked.shape == unmasked.shape == (1, 2, 4, 4):  # per head: the same weights, the blocked keys removed
+        kept = unmasked * causal
+        renormalised = [kept * unmasked.sum(axis, keepdim=True) / kept.sum(axis, keepdim=True) for axis in (-1, -2)]
+        assert any(torch.allclose(masked, expected, atol=1e-5) for expected in renormalised), (
+            "with a mask each head attends as without it, over the allowed keys only (True = may attend)"
+        )
+
+
+def test_gradients_reach_every_projection():
+    mha = MultiHeadAttention(8, 2)
+    mha(torch.randn(2, 4, 8)).pow(2).sum().backward()
+    for name in PROJECTIONS:
+        grad = getattr(mha, name).weight.grad
+        assert grad is not None and grad.abs().sum() > 0, (
+            f"no gradient reaches {name}: every projection is on the path from input to output (nothing detached, "
+            "no torch.no_grad), so training updates all four"
+        )
 
 
 def test_module_rejects_indivisible_width():
-    with pytest.raises(ValueError):
-        MultiHeadAttention(10, 4)
+    must_raise_value_error(lambda: MultiHeadAttention(10, 4),
+                           "MultiHeadAttention with a d_model that num_heads does not divide")

@@ -1,4 +1,7 @@
-"""Public tests for positional_encoding.py: shapes, a few exact values, the shift identity."""
+"""Public tests for positional_encoding.py: shapes, a few exact values, the shift identity.
+
+Each test checks one idea and its message names it, so a failure points at the part to fix.
+"""
 
 import math
 
@@ -14,6 +17,28 @@ def formula(pos, dim, d_model, base=10000.0):
     return math.sin(angle) if dim % 2 == 0 else math.cos(angle)
 
 
+def pair_steps(pe, pair):
+    """How far pair ``pair``'s angle turns from each position to the next, read from its (sine, cosine) columns."""
+    angle = torch.atan2(pe[:, 2 * pair].double(), pe[:, 2 * pair + 1].double())
+    return torch.remainder(angle.diff() + math.pi, 2 * math.pi) - math.pi  # in (-pi, pi]
+
+
+def must_raise_value_error(call, what):
+    """``call()`` must raise ValueError; anything else fails naming ``what``."""
+    try:
+        call()
+    except ValueError:
+        return
+    except Exception as error:  # noqa: BLE001 - the wrong exception is a failure, with its name
+        pytest.fail(f"{what} must raise ValueError, not {type(error).__name__}: {error}")
+    pytest.fail(f"{what} must raise ValueError")
+
+
+INTERLEAVE = ("sine and cosine interleave: even feature 2i holds the sine and odd feature 2i+1 the cosine of the same "
+              "angle, an angle shared by the sine and the cosine of the pair (so their squares add up to 1); not all "
+              "sines first, then all cosines")
+
+
 def test_table_shape_and_dtype():
     pe = get_positional_encoding(10, 16)
     assert tuple(pe.shape) == (10, 16), (
@@ -23,55 +48,67 @@ def test_table_shape_and_dtype():
 
 
 def test_position_zero_is_sin0_cos0():
-    pe = get_positional_encoding(4, 8)
-    expected = torch.tensor([0.0, 1.0] * 4)
-    assert torch.allclose(pe[0], expected, atol=1e-6), (
-        "at position 0 every angle is 0, so even columns (sine) must be 0 and odd columns (cosine) 1; "
-        f"got {pe[0].tolist()}. Positions start at 0."
+    pe = get_positional_encoding(4, 8).double()
+    assert torch.allclose(pe[0].sort().values, torch.tensor([0.0] * 4 + [1.0] * 4).double(), atol=1e-6), (
+        "at position 0 every angle is 0, so the sine features must be 0 and the cosine features 1: positions are "
+        f"counted from 0. Row 0 is {pe[0].tolist()}"
     )
 
 
-def test_first_pair_is_sin_and_cos_of_the_position():
-    pe = get_positional_encoding(6, 8)
-    pos = torch.arange(6, dtype=torch.float32)
-    first_pair = torch.stack((torch.sin(pos), torch.cos(pos)), dim=1)
-    assert torch.allclose(pe[:, :2], first_pair, atol=1e-5), (
-        "the first feature pair has frequency 1 (exponent 0 whatever the base): column 0 must be sin(pos) and "
-        "column 1 cos(pos); check that sine sits in the even column and cosine in the odd one"
+def test_sines_and_cosines_interleave():
+    pe = get_positional_encoding(20, 8).double()
+    assert torch.allclose(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(20, 4).double(), atol=1e-4), INTERLEAVE
+    assert torch.allclose(pair_steps(pe, 0), torch.ones(19, dtype=torch.float64), atol=1e-4), (
+        "even feature 2i holds the sine and odd feature 2i+1 the cosine: read as (sine, cosine), the first pair "
+        "(frequency 1 whatever the base) must turn forwards by one radian per position"
     )
 
 
-def test_values_match_the_formula():
-    d_model = 6
-    pe = get_positional_encoding(5, d_model)
-    expected = torch.tensor([[formula(p, j, d_model) for j in range(d_model)] for p in range(5)])
-    assert torch.allclose(pe, expected, atol=1e-5), (
-        "values differ from PE[pos, 2i] = sin(pos / 10000**(2i/d_model)), PE[pos, 2i+1] = cos(same angle): "
-        "check the exponent uses the pair index 2i (not the column index) and that columns interleave sin, cos"
+def test_each_pair_turns_at_its_frequency():
+    d_model = 8
+    pe = get_positional_encoding(50, d_model).double()
+    assert torch.allclose(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(50, 4).double(), atol=1e-4), INTERLEAVE
+    rates = torch.stack([pair_steps(pe, i).abs().mean() for i in range(d_model // 2)])
+    expected = torch.tensor([10000.0 ** (-2 * i / d_model) for i in range(d_model // 2)], dtype=torch.float64)
+    assert torch.allclose(rates, expected, rtol=1e-3, atol=1e-6), (
+        "pair i must turn at frequency base^(-2i/d_model) radians per position: the exponent is the even feature "
+        f"index 2i divided by d_model (a float division). Measured {rates.tolist()}, expected {expected.tolist()}"
     )
 
 
 def test_base_changes_the_slow_frequencies():
-    slow, fast = get_positional_encoding(5, 4, base=10000.0), get_positional_encoding(5, 4, base=100.0)
-    assert torch.allclose(fast[:, 2], torch.tensor([formula(p, 2, 4, base=100.0) for p in range(5)]), atol=1e-5), (
-        "the base argument sets how slowly the later pairs turn: with base=100 and d_model=4, "
-        "column 2 must be sin(pos / 100**(2/4))"
+    slow = get_positional_encoding(5, 4, base=10000.0).double()
+    fast = get_positional_encoding(5, 4, base=100.0).double()
+    assert torch.allclose(pair_steps(fast, 1).abs(), torch.full((4,), 100.0 ** -0.5, dtype=torch.float64),
+                          atol=1e-5), (
+        "the base argument sets how slowly the later pairs turn: use the base you are given; with base=100 and "
+        "d_model=4 the second pair turns by 100**(-2/4) radians per position"
     )
     assert torch.allclose(slow[:, :2], fast[:, :2], atol=1e-6), (
         "the first pair has exponent 0, so base must not change it"
     )
 
 
+def test_long_tables_stay_exact():
+    pe = get_positional_encoding(3000, 4).double()
+    middle, around = pe[1:-1], pe[2:] + pe[:-2]
+    cos_w = (middle * around).sum(0) / (2 * middle.pow(2).sum(0))  # each column's cos(frequency)
+    assert (around - 2 * cos_w * middle).abs().max() < 2e-3, (
+        "far along long sequences each column must still be one steady sine wave (c[p-1] + c[p+1] = 2 cos(w) c[p]): "
+        "compute positions and angles in float32 or better; float16 counts whole numbers exactly only up to 2048"
+    )
+
+
 @pytest.mark.parametrize("args", [(0, 8), (5, 7), (5, 0), (5, -2)])
 def test_bad_sizes_raise_value_error(args):
-    with pytest.raises(ValueError):
-        get_positional_encoding(*args)
+    must_raise_value_error(lambda: get_positional_encoding(*args),
+                           f"get_positional_encoding{args} (max_seq_len at least 1, d_model positive and even)")
 
 
 @pytest.mark.parametrize("k", [1, 3, -2])
 def test_shift_matrix_moves_the_encoding_by_k(k):
     d_model, n = 8, 12
-    pe = get_positional_encoding(n, d_model)
+    pe = torch.tensor([[formula(p, j, d_model) for j in range(d_model)] for p in range(n)])  # the true table
     m = shift_matrix(k, d_model)
     assert tuple(m.shape) == (d_model, d_model), f"the shift matrix is (d_model, d_model), got {tuple(m.shape)}"
     src = torch.arange(max(0, -k), min(n, n - k))
@@ -80,14 +117,19 @@ def test_shift_matrix_moves_the_encoding_by_k(k):
     assert torch.allclose(moved, pe[src + k], atol=1e-5), (
         f"shift_matrix({k}) @ PE[pos] must equal PE[{shifted}] at every position: each (sin, cos) pair is turned by "
         "the fixed angle k * frequency, so M is block diagonal with one 2x2 rotation per pair (expand sin(a+b) and "
-        "cos(a+b))"
+        "cos(a+b)); negative k moves backwards"
     )
+
+
+def test_shift_matrix_rejects_odd_width():
+    must_raise_value_error(lambda: shift_matrix(1, 5), "shift_matrix with an odd d_model")
 
 
 def test_module_adds_the_table_as_a_buffer():
     module = PositionalEncoding(8, max_seq_len=20)
     assert "pe" in dict(module.named_buffers()), (
-        "keep the table with register_buffer('pe', ...) so it follows .to(device)"
+        "the table is fixed, not learned: keep it as a buffer, register_buffer('pe', ...) (not an nn.Parameter, not "
+        "a plain attribute), so it follows .to(device)"
     )
     assert not any(True for _ in module.parameters()), (
         "the encoding is fixed, not learned: the module must have no parameters"
@@ -101,7 +143,15 @@ def test_module_adds_the_table_as_a_buffer():
 
 def test_module_rejects_too_long_or_wrong_width_inputs():
     module = PositionalEncoding(8, max_seq_len=4)
-    with pytest.raises(ValueError):
-        module(torch.zeros(1, 5, 8))  # longer than max_seq_len
-    with pytest.raises(ValueError):
-        module(torch.zeros(1, 3, 6))  # wrong d_model
+    must_raise_value_error(lambda: module(torch.zeros(1, 5, 8)), "a sequence longer than max_seq_len")
+    must_raise_value_error(lambda: module(torch.zeros(1, 3, 6)), "an input whose last dimension is not d_model")
+
+
+def test_module_follows_its_device():
+    module = PositionalEncoding(8, max_seq_len=10).to("meta")  # PyTorch's shape-only device: no GPU needed
+    try:
+        out = module(torch.empty(2, 6, 8, device="meta"))
+    except RuntimeError as error:
+        pytest.fail(f"after .to(device) forward must work on that device: a buffer follows module.to(device), a "
+                    f"tensor built inside forward stays on the CPU; slice the buffer instead ({error})")
+    assert out.device.type == "meta", "the output must be on the module's device"
