@@ -47,7 +47,7 @@ def _grade(args):
 
     shard = parse_shard(args.shard) if args.shard else None
     grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume,
-                fork=not args.no_fork, skip_notebook=args.skip_notebook, shard=shard)
+                fork=not args.no_fork, skip_notebook=args.skip_notebook, shard=shard, shard_by=args.shard_by)
     return 0
 
 
@@ -133,7 +133,10 @@ def build_parser():
                             "(default auto)")
     grade.add_argument("--resume", action="store_true", help="skip students whose submission and grader are unchanged")
     grade.add_argument("--skip-notebook", action="store_true", help="grade the code only, not the notebook")
-    grade.add_argument("--shard", metavar="I/N", help="grade only shard I of N (a stable share of the class)")
+    grade.add_argument("--shard", metavar="I/N", help="grade only shard I of N (a share of the class)")
+    grade.add_argument("--shard-by", default="index", choices=("index", "hash"),
+                       help="index: every N-th student of the sorted class (even shards; every shard must see the "
+                            "same class folder); hash: by a hash of the id (stable as the class grows)")
     grade.add_argument("--no-fork", action="store_true",
                        help="start every worker in a sandbox of its own instead of forking it from a warm one "
                             "(slower; automatic where the kernel forbids nested namespaces)")

@@ -318,20 +318,36 @@ def parse_shard(text):
     return index, count
 
 
+SHARD_BY = ("index", "hash")
+
+
 def in_shard(student, shard):
-    """Whether ``student`` belongs to shard ``(I, N)``: a stable hash of the id, the same on every machine."""
+    """Whether ``student`` belongs to shard ``(I, N)`` by a stable hash of the id, the same on every machine and
+    however the class grows (for classes collected over time)."""
     index, count = shard
     return int(hashlib.sha256(student.encode("utf-8")).hexdigest(), 16) % count == index - 1
 
 
+def shard_students(students, shard, by="index"):
+    """The share of ``students`` (sorted ``(id, folder)`` pairs) that shard ``(I, N)`` grades: every N-th of the
+    sorted list (``index``: shards differ in size by one at most; every shard must see the same class) or by
+    :func:`in_shard` (``hash``)."""
+    if by not in SHARD_BY:
+        raise KitError(f"--shard-by must be one of {', '.join(SHARD_BY)}, got {by!r}")
+    index, count = shard
+    if by == "hash":
+        return [(student, folder) for student, folder in students if in_shard(student, shard)]
+    return [pair for position, pair in enumerate(students) if position % count == index - 1]
+
+
 def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, emit=print, progress=None,
-                limits=None, fork=True, skip_notebook=False, shard=None):
+                limits=None, fork=True, skip_notebook=False, shard=None, shard_by="index"):
     """The ``grade`` command. Returns the list of SubmissionResults of the whole class (or of its shard)."""
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
     students = discover(class_dir, out_dir)
     if shard is not None:
-        students = [(student, folder) for student, folder in students if in_shard(student, shard)]
+        students = shard_students(students, shard, shard_by)
     clashes = submissions.colliding([student for student, _ in students])
     if clashes:  # their outputs would overwrite another student's: refused, said, and the class goes on
         emit(f"WARNING: not graded, their ids map to the same file name as another student's: "

@@ -40,6 +40,8 @@ c = get_config()
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "mha_pe"
 c.HTMLExporter.sanitize_html = True  # formgrader shows students' work: no HTML or script of theirs runs
+# Nothing goes through nbgrader's exchange; a folder of the course's own keeps formgrader from warning it is missing.
+c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")
 """
 
 
@@ -78,6 +80,7 @@ def ensure_course(course):
     config = course / "nbgrader_config.py"
     if not config.exists() or config.read_text() != CONFIG:
         write_atomic(config, CONFIG)
+    (course / "exchange").mkdir(exist_ok=True)
     source = course / "source" / paths.ASSIGNMENT_ID / NOTEBOOK
     if not source.exists():
         source.parent.mkdir(parents=True, exist_ok=True)

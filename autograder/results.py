@@ -124,12 +124,27 @@ class SubmissionResult:
         )
 
 
+def _umask():
+    """This process's umask, read without changing it (Linux reports it in /proc; elsewhere set and restore)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path, text):
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part."""
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part; with the mode an
+    ordinary file would get (the umask's: ``umask 027`` lets a teaching team's group read the outputs)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would keep the team out
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
         os.replace(tmp, path)

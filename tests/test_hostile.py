@@ -441,8 +441,9 @@ def test_a_worker_vouching_for_itself_earns_nothing(attacked):
     """Layers, buffers, gradients and head sizes are data the judge checks by recomputing, never the worker's word."""
     forged = [entry.id for entry in CATALOGUED if entry.base == "stubs"]
     assert forged and {student: attacked["results"][student].score for student in forged} == dict.fromkeys(forged, 0)
-    outputs = " ".join(test.output for test in attacked["results"]["forge-session-claims"].tests)
-    assert "nothing behind the claims" in outputs, "the forged session was never in force: the test proves nothing"
+    # Its exception's text reaches the instructor's view only (student_messages), never the student's outputs.
+    messages = " ".join(attacked["results"]["forge-session-claims"].extra.get("student_messages", {}).values())
+    assert "nothing behind the claims" in messages, "the forged session was never in force: the test proves nothing"
 
 
 def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):

@@ -30,11 +30,13 @@ def render(results, figures):
               "## Pass rate per test", "", "| test | part | passed |", "| --- | --- | --- |"]
     for name, group, rate in pass_rates(results):
         lines.append(f"| {name} | {group} | {rate:.0%} |")
-    flagged = [result for result in results if result.notes]
+    flagged = [result for result in results if result.notes or result.extra.get("notebook_reason")]
     if flagged:
         lines += ["", "## Needs a look", ""]
         for result in flagged:
-            lines.append(f"- **{markdown(result.student)}**: " + "; ".join(markdown(note[:200]) for note in result.notes))
+            lines.append(f"- **{markdown(result.student)}**: " + "; ".join(markdown(note[:200]) for note in (
+                *result.notes, *([f"notebook: {result.extra['notebook_reason']}"] if result.extra.get(
+                    "notebook_reason") else []))))
     return "\n".join(lines) + "\n"
 
 
