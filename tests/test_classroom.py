@@ -252,8 +252,8 @@ def test_the_guides_exist_and_point_at_real_commands_and_figures():
     instructor = (paths.REPO_ROOT / "docs" / "instructor-guide.md").read_text()
     for figure in ("figures/positional_encoding.png", "figures/attention_heads.png"):
         assert figure in student and (paths.REPO_ROOT / "docs" / figure).read_bytes()[:4] == b"\x89PNG"
-    for command in ("release --to", "grade CLASS_DIR", "gradebook OUT_DIR", "gradescope --to", "--shard 1/4",
-                    "merge out-1", "validate"):
+    # The term's commands themselves are run by tests/test_term.py; here, what it cannot run.
+    for command in ("make test", "validate", "jupyter\" notebook", "--allow-root", "ssh -N -L", "gh classroom clone"):
         assert command in instructor
     assert "feedback" in (paths.REPO_ROOT / "docs" / "security.md").read_text()
 

@@ -20,6 +20,19 @@ from autograder.results import load
 from autograder.sandbox import Limits
 from autograder.submission import safe_name
 
+
+def _code_max():
+    """The code's maximum here, from the rubric: a check marked optional (the GPU's) counts only with CUDA."""
+    import torch
+
+    from autograder.judge import collect_rubric
+
+    return sum(entry[3] for entry in collect_rubric() if not entry[6] or torch.cuda.is_available())
+
+
+CODE_MAX = _code_max()
+TOTAL = CODE_MAX + 16  # the notebook's 3 autograded and 13 written points
+
 RELEASED = paths.ASSIGNMENTS_DIR / "mha_pe" / notebooks.NOTEBOOK
 WAVES = ("angles = torch.arange(1001.0)[:, None] * 10000 ** (-torch.arange(0, 64, 2) / 64)\n"
          "waves = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)\n")
@@ -249,9 +262,9 @@ def test_a_blank_notebook_gets_zero_and_its_unchanged_answers_score_zero_as_in_f
 def test_one_maximum_everywhere(graded):
     """Code + autograded notebook + written answers = the assignment's total, for every student, broken or not."""
     tops = {result.max_score for result in graded.results.values()}
-    assert tops == {127}
+    assert tops == {TOTAL}
     with open(graded.out / "gradebook.csv", newline="") as handle:
-        assert {row["max_score"] for row in csv.DictReader(handle)} == {"127"}
+        assert {row["max_score"] for row in csv.DictReader(handle)} == {f"{TOTAL:g}"}
 
 
 def test_a_notebook_cannot_reach_the_network(graded):
@@ -281,7 +294,7 @@ def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
     result = graded.results["no-notebook"]
     assert notebook_points(result) == (0, 3)
     assert "no check_your_understanding.ipynb" in result.extra["notebook_reason"]
-    assert result.score == 111, "the code keeps its points"
+    assert result.score == CODE_MAX, "the code keeps its points"
 
 
 def test_the_gradebook_lists_pending_manual_points(graded):
@@ -317,7 +330,7 @@ def test_a_hostile_notebook_forges_no_point(graded, student, reason):
     # What their honest answers are worth: the understand answer is right in both, and the hook's head_dim too.
     expected = {"leak-hook": 3, "neutralise-assert": 1}.get(student, 0)
     assert (score, top) == (expected, 3)
-    assert result.max_score == 127 and result.score == 111 + expected, "the code keeps its points, nothing more"
+    assert result.max_score == TOTAL and result.score == CODE_MAX + expected, "the code keeps its points, nothing more"
     if reason:
         outputs = " ".join(test.output for test in result.tests if test.group == "notebook")
         assert reason in outputs + result.extra.get("notebook_reason", "")
@@ -326,7 +339,7 @@ def test_a_hostile_notebook_forges_no_point(graded, student, reason):
 def test_an_extra_grade_cell_earns_nothing_and_breaks_nothing(graded):
     result = graded.results["extra-grade-cell"]
     assert notebook_points(result) == (1, 3), "its understand answer is right; its head_dim and forged cells not"
-    assert result.max_score == 127
+    assert result.max_score == TOTAL
     assert not any("bonus" in test.id for test in result.tests)
 
 
@@ -342,7 +355,7 @@ def test_no_hidden_test_source_reaches_a_student_or_an_executed_notebook(graded)
 def test_other_students_are_unaffected_by_the_hostile_ones(graded):
     for student in ("correct", "network-probe", "script", LONG_ID):
         assert notebook_points(graded.results[student]) == (3, 3), student
-        assert graded.results[student].score == 114
+        assert graded.results[student].score == CODE_MAX + 3
 
 
 def test_a_long_non_ascii_id_gets_a_bounded_nbgrader_id(graded):
@@ -487,8 +500,8 @@ def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path)
     give_manual_grades(moved / "nbgrader", "bob", "Well argued.")
     with open(export_gradebook(moved), newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
-    assert rows["bob"]["total"] == rows["bob"]["max_total"] == "127"
-    assert rows["ada"]["notebook_pending_manual"] == "13" and rows["ada"]["max_total"] == "127"
+    assert rows["bob"]["total"] == rows["bob"]["max_total"] == f"{TOTAL:g}"
+    assert rows["ada"]["notebook_pending_manual"] == "13" and rows["ada"]["max_total"] == f"{TOTAL:g}"
     assert "Well argued." in (moved / "feedback" / "bob.md").read_text()
 
 

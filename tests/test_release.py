@@ -121,6 +121,7 @@ def test_release_contains_only_the_package_its_public_tests_and_the_notebook():
         "mha_pe/check_your_understanding.ipynb",
         "mha_pe/heads.py",
         "mha_pe/positional_encoding.py",
+        "mha_pe/tests/checks.py",
         "mha_pe/tests/conftest.py",
         "mha_pe/tests/test_attention.py",
         "mha_pe/tests/test_heads.py",
@@ -180,7 +181,7 @@ def test_nothing_a_student_gets_speaks_to_the_instructor(tmp_path):
     """Every file of assignments/ and of the Classroom template: no instructor words, no hidden check's details."""
     write_template(tmp_path / "template")
     hidden = [entry for entry in collect_rubric() if entry[5] == "hidden"]
-    assert len(hidden) >= 10
+    assert len(hidden) >= 5  # enough hidden checks for the scan to prove something
     files = [path for root in (paths.ASSIGNMENTS_DIR, tmp_path / "template") for path in sorted(root.rglob("*"))
              if path.is_file() and "__pycache__" not in path.parts]
     assert len(files) >= 14

@@ -10,20 +10,10 @@ import pytest
 import torch
 from torch import nn
 
+from checks import must_raise_value_error
 from mha_pe import MultiHeadAttention, scaled_dot_product_attention
 
 PROJECTIONS = ("q_linear", "k_linear", "v_linear", "out_proj")
-
-
-def must_raise_value_error(call, what):
-    """``call()`` must raise ValueError; anything else fails naming ``what``."""
-    try:
-        call()
-    except ValueError:
-        return
-    except Exception as error:  # noqa: BLE001 - the wrong exception is a failure, with its name
-        pytest.fail(f"{what} must raise ValueError, not {type(error).__name__}: {error}")
-    pytest.fail(f"{what} must raise ValueError")
 
 
 def bias_of(layer):

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from checks import must_raise_value_error
 from mha_pe import PositionalEncoding, get_positional_encoding, shift_matrix
 
 
@@ -21,17 +22,6 @@ def pair_steps(pe, pair):
     """How far pair ``pair``'s angle turns from each position to the next, read from its (sine, cosine) columns."""
     angle = torch.atan2(pe[:, 2 * pair].double(), pe[:, 2 * pair + 1].double())
     return torch.remainder(angle.diff() + math.pi, 2 * math.pi) - math.pi  # in (-pi, pi]
-
-
-def must_raise_value_error(call, what):
-    """``call()`` must raise ValueError; anything else fails naming ``what``."""
-    try:
-        call()
-    except ValueError:
-        return
-    except Exception as error:  # noqa: BLE001 - the wrong exception is a failure, with its name
-        pytest.fail(f"{what} must raise ValueError, not {type(error).__name__}: {error}")
-    pytest.fail(f"{what} must raise ValueError")
 
 
 INTERLEAVE = ("sine and cosine interleave: even feature 2i holds the sine and odd feature 2i+1 the cosine of the same "
