@@ -197,11 +197,12 @@ def judge_loop(tasks, sandbox, out_dir, done, notebook=False):
 
     # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
     torch.set_num_threads(1)
-    judge = Judge()
     tasks = iter(tasks)
     with tempfile.TemporaryDirectory(prefix="mha-pe-judge-") as scratch_root:
         factory = WorkerFactory(sandbox, scratch_root)
         try:
+            factory.start()  # its torch import runs while the hidden tests are collected
+            judge = Judge()
             task = next(tasks, None)
             current = prepare(task, factory, scratch_root, notebook) if task else None
             while current is not None:

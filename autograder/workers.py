@@ -383,14 +383,21 @@ class WorkerFactory:
         if sandbox.mode == "uid":  # confined workers, each its own user, pass through to their own folders
             os.chmod(scratch_root, 0o711)
 
+    def start(self):
+        """Start the zygote without waiting for it, so its torch import overlaps the judge's own start-up."""
+        if self.use_zygote and self.zygote is None:
+            self.zygote = Zygote(self.sandbox, self.scratch_root)
+
     def _live_zygote(self):
         if not self.use_zygote:
             return None
-        if self.zygote is not None and self.zygote.process.poll() is None:
+        alive = self.zygote is not None and self.zygote.process.poll() is None
+        if alive and self.zygote.hello is not None:
             return self.zygote
-        if self.zygote is not None:
-            self.zygote.close()
-        self.zygote = Zygote(self.sandbox, self.scratch_root)
+        if not alive:
+            if self.zygote is not None:
+                self.zygote.close()
+            self.zygote = Zygote(self.sandbox, self.scratch_root)
         try:
             self.zygote.ready(self.sandbox.limits.start_seconds * 2)
         except protocol.ProtocolError as error:
