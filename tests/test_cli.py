@@ -55,3 +55,17 @@ def test_benchmark_reports_every_ratio_with_its_goal():
                             "notebook_ratio"}
     assert all(value > 0 for value in results.values())
     assert sum("goal" in line for line in lines) == 6
+
+
+def test_the_demo_grades_code_and_notebooks_together_and_succeeds(tmp_path):
+    """`make demo`: the sample class, notebooks included, graded in one run; exit 0 when the reference earns every
+    point graded automatically (its written answers wait for formgrader)."""
+    import csv
+
+    from autograder.demo import run_demo
+
+    assert run_demo(tmp_path, emit=lambda line: None) == 0
+    with open(tmp_path / "graded" / "gradebook.csv", newline="") as handle:
+        reference = {row["student"]: row for row in csv.DictReader(handle)}["reference"]
+    assert reference["notebook"] == "3" and reference["notebook_pending_manual"] == "13"
+    assert (tmp_path / "graded" / "nbgrader" / "gradebook.db").exists()
