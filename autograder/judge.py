@@ -16,7 +16,7 @@ from . import submission as submissions
 from .forbidden import scan_submission
 from .hidden_suite import HIDDEN_TESTS, HiddenSuite
 from .reference import load_reference
-from .remote import RemoteSubmission, SubmissionFailure
+from .remote import RemoteSubmission, SubmissionFailure, bounded
 from .results import SubmissionResult, TestResult
 from .sandbox import choose_sandbox
 from .workers import WorkerFactory
@@ -26,11 +26,6 @@ CHECK_CRASHED = "the check could not use this submission's answer"
 NOTE_LIMIT = 300
 MAX_NOTES = 40
 OUTPUT_LIMIT = 64 << 10  # the submission's prints over all its workers (each is capped on its own too)
-
-
-def bounded(text, limit):
-    """``text`` cut to ``limit`` characters, saying so."""
-    return text if len(text) <= limit else text[: limit - 20] + " [... cut]"
 
 
 def _student_failure(error):

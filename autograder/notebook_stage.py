@@ -30,12 +30,12 @@ import html
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from . import paths
-from .remote import SubmissionFailure, WorkerCrash, public_type
+from .remote import SubmissionFailure, WorkerCrash, bounded, public_type
 from .results import TestResult
 from .worker import protocol
 
@@ -72,6 +72,12 @@ class Check:
     points: float
     hidden_lines: frozenset  # line numbers (1-based) of the hidden region
     visible_text: str  # what the student's copy shows of it
+    names: tuple = ()  # the names it reads from the notebook (parsed once, not per student)
+    code: object = None  # its source compiled once, as ``<check GRADE_ID>``
+
+    @property
+    def filename(self):
+        return f"<check {self.grade_id}>"
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,9 @@ def load_assignment(source=SOURCE, release=RELEASE):
             continue
         if meta.get("grade") and cell["cell_type"] == "code" and not meta.get("solution"):
             shown = _text(released[grade_id]["source"]) if grade_id in released else ""
-            checks[grade_id] = Check(grade_id, text, float(meta.get("points", 0)), _hidden_lines(text), shown)
+            check = Check(grade_id, text, float(meta.get("points", 0)), _hidden_lines(text), shown,
+                          tuple(_free_names(text)))
+            checks[grade_id] = replace(check, code=compile(text, check.filename, "exec"))
         elif meta.get("grade") and meta.get("solution"):
             written[grade_id] = float(meta.get("points", 0))
         elif meta.get("locked") and grade_id in released:
@@ -210,18 +218,15 @@ class _Runner:
     def request(self, message, label, seconds=None):
         if self.stopped:
             raise WorkerCrash(label, self.stopped)
-        worker = self.remote._worker(label)
-        generation = self.remote.generation
         try:
-            return self.remote._exchange(worker, message, label, seconds)
+            return self.remote.ask(message, label, seconds)
         finally:
-            if self.remote.worker is None or self.remote.generation != generation:  # its namespace is gone
+            if self.remote.worker is None:  # it was stopped during this request: its namespace is gone
                 self.stopped = self.stopped or "the notebook's process was stopped earlier"
 
 
 def _reason(text):
-    text = " ".join(str(text).split())
-    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."
+    return bounded(" ".join(str(text).split()), REASON_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -399,7 +404,7 @@ def _namespace_value(runner, name, value):
 
 def _run_checks(runner, assignment):
     """``{grade_id: (passed, reason)}``; the reason names what failed, never a hidden test's code or values."""
-    wanted = sorted({name for check in assignment.checks.values() for name in _free_names(check.source)})
+    wanted = sorted({name for check in assignment.checks.values() for name in check.names})
     fetched, failure = {}, None
     try:
         values = runner.request({"op": "names", "names": wanted}, "reading the notebook's answers")
@@ -421,9 +426,9 @@ def _run_checks(runner, assignment):
 
 
 def _judge(check, namespace, runner):
-    filename = f"<check {check.grade_id}>"
+    filename = check.filename
     try:
-        exec(compile(check.source, filename, "exec"), namespace)  # noqa: S102 - the instructor's own test code
+        exec(check.code, namespace)  # noqa: S102 - the instructor's own test code, compiled once
         return True, ""
     except BaseException as error:  # noqa: BLE001 - any failure of a check is a failed check, never a crash
         line = None
@@ -476,10 +481,8 @@ def _executed_notebook(executed, verdicts, assignment):
 def grade_into(result, intake, sandbox, launch, out_dir):
     """``result`` (the code's) with the notebook's tests added, and its notebooks written to the nbgrader course;
     never raises. ``launch()`` starts a worker over the student's module files (forked, IPython preloaded)."""
-    from dataclasses import replace
 
     from . import nbgrader_record
-    from .judge import bounded
     from .remote import RemoteSubmission
     from .submission import nbgrader_safe_name
 

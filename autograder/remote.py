@@ -29,11 +29,14 @@ PUBLIC_TYPES = frozenset(name for name, value in vars(builtins).items() if isins
 _WHERE = re.compile(r"^(%s)\.py:(\d{1,6})$" % "|".join(map(re.escape, contract.MODULES)))
 
 
+def bounded(text, limit):
+    """``text`` cut to ``limit`` characters, saying so."""
+    return text if len(text) <= limit else text[: max(limit - 10, 0)] + " [... cut]"
+
+
 def _text(value, limit=TEXT_LIMIT):
     """A string the worker sent, as a bounded ``str`` (anything else becomes empty)."""
-    if not isinstance(value, str):
-        return ""
-    return value if len(value) <= limit else value[: limit - 3] + "..."
+    return bounded(value, limit) if isinstance(value, str) else ""
 
 
 def public_type(mro, fallback="an exception of a class of its own"):
@@ -306,6 +309,11 @@ class RemoteSubmission:
             self.broken_modules[module] = failure
             raise
         worker.imported.add(module)
+
+    def ask(self, message, label, seconds=None):
+        """Send one request that is not a call of a contract name (a notebook's cell, its names); return the
+        decoded value or raise the matching SubmissionFailure. ``seconds`` replaces the per-call time limit."""
+        return self._exchange(self._worker(label), message, label, seconds)
 
     def _exchange(self, worker, message, label, seconds=None):
         """Send one request; return the decoded value or raise the matching SubmissionFailure. ``seconds``
