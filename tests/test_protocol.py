@@ -92,3 +92,26 @@ def test_the_protocol_module_never_unpickles():
     source = open(protocol.__file__).read()
     assert "import pickle" not in source and "pickle." not in source and "eval(" not in source
     assert "torch.load" not in source and "dill" not in source
+
+
+def test_a_reply_is_bounded_before_it_is_read_and_decoded_within_bounds():
+    """What the judge's caps stand on: a frame over the reader's cap is refused from its header; a blob backs one
+    tensor at most (1 MiB sent cannot become 1 GiB held); nesting is capped; a bool is no size."""
+    read_fd, write_fd = os.pipe()
+    try:
+        protocol.send(write_fd, {"value": 1}, [b"x" * 100])
+        with pytest.raises(ProtocolError, match="too large"):
+            protocol.receive(read_fd, max_json=1 << 20, max_blob=10)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    spec = {"__tensor__": 0, "dtype": "float32", "shape": [1], "device": "cpu"}
+    with pytest.raises(ProtocolError, match="twice"):
+        protocol.decode([spec, spec], [bytes(4)])
+    deep = 1
+    for _ in range(protocol.MAX_DEPTH + 1):
+        deep = [deep]
+    with pytest.raises(ProtocolError, match="deeply"):
+        protocol.decode(deep, [])
+    with pytest.raises(ProtocolError, match="shape"):
+        protocol.decode(dict(spec, shape=[True]), [bytes(4)])

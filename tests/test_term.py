@@ -89,6 +89,9 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
             comment.manual_comment = "Well argued."
         gradebook.db.commit()
 
+    course = graded / "nbgrader"  # formgrader finds its exchange folder: no "does not exist" banner
+    assert (course / "exchange").is_dir() and "Exchange.root" in (course / "nbgrader_config.py").read_text()
+
     run_step("gradebook", term)
     final = _rows(graded / "final_gradebook.csv")
     assert final["ada"]["total"] == final["ada"]["max_total"]

@@ -288,3 +288,18 @@ def test_the_fake_device_applies_the_gpus_device_rules():
         assert on_fake_device(Table(persistent), (torch.empty(2, 5, 4, device="meta"),), {})["devices"] == ["meta"]
     with pytest.raises(RuntimeError, match="device"):
         on_fake_device(Table(True), (torch.empty(2, 5, 4, device="meta"),), {"plain": True})
+
+
+def test_the_class_report_lists_every_student_who_needs_a_look():
+    """A note of any kind (refused files, a crash, the sandbox off) or no usable notebook: listed, id escaped."""
+    from autograder.reports import class_report
+
+    fine = SubmissionResult("fine", (TestResult("a", "heads", 2, 2, "passed"),))
+    noted = SubmissionResult("<b>noted</b>", (TestResult("a", "heads", 0, 2, "failed"),),
+                             notes=("heads.py was not used: it is a symbolic link",))
+    no_notebook = SubmissionResult("quiet", (TestResult("a", "heads", 2, 2, "passed"),),
+                                   extra={"notebook_reason": "no check_your_understanding.ipynb in the submission"})
+    text = class_report.render([fine, noted, no_notebook], ["h.png", "p.png"]).split("## Needs a look", 1)[1]
+    assert "&lt;b&gt;noted&lt;/b&gt;" in text and "symbolic link" in text
+    assert "**quiet**" in text and "no check\\_your\\_understanding" in text
+    assert "fine" not in text
