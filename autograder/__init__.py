@@ -1,3 +1,2 @@
-"""The grading engine of the Multi-Head Attention and Positional Encoding kit (``python -m autograder``)."""
-
-__version__ = "0.1.0"
+"""An auto-graded assignment kit's engine (``python -m autograder``): release, grade, report; lessons are data
+(``autograder/lessons/``)."""

@@ -12,68 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from . import paths
 from .reference import load_reference
-
-
-def loop_encoding(max_seq_len, d_model, base=10000.0):
-    """The lesson's baseline: NumPy scalar sin/cos, one Python iteration per (position, feature pair)."""
-    table = np.zeros((max_seq_len, d_model))
-    for pos in range(max_seq_len):
-        for even in range(0, d_model, 2):
-            angle = pos / base ** (even / d_model)
-            table[pos, even] = np.sin(angle)
-            table[pos, even + 1] = np.cos(angle)
-    return table
-
-
-def best_times(contenders, repeats):
-    """Run each zero-argument callable ``repeats`` times, interleaved; return each one's best seconds."""
-    best = [math.inf] * len(contenders)
-    for _ in range(repeats):
-        for index, call in enumerate(contenders):
-            start = time.perf_counter()
-            call()
-            best[index] = min(best[index], time.perf_counter() - start)
-    return best
-
-
-def encoding_speedup(reference, repeats):
-    """Seconds for the loop and the reference on a (2048, 512) table, and their ratio."""
-    fast = lambda: reference.get_positional_encoding(2048, 512)  # noqa: E731
-    slow = lambda: loop_encoding(2048, 512)  # noqa: E731
-    fast()  # warm up kernels
-    t_slow, t_fast = best_times([slow, fast], max(1, min(repeats, 2)))
-    t_fast = min(t_fast, *best_times([fast], repeats * 4))
-    return t_slow, t_fast, t_slow / t_fast
-
-
-def attention_ratio(reference, repeats, need_weights):
-    """Seconds for the reference module and torch's with the same weights, and their ratio."""
-    batch, seq, d_model, heads = 8, 256, 512, 8
-    torch.manual_seed(0)
-    ours = reference.MultiHeadAttention(d_model, heads).eval()
-    theirs = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.q_linear.weight, ours.k_linear.weight, ours.v_linear.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.q_linear.bias, ours.k_linear.bias, ours.v_linear.bias]))
-        theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
-    x = torch.randn(batch, seq, d_model)
-
-    def run_ours():
-        with torch.no_grad():
-            ours(x, return_weights=need_weights)
-
-    def run_theirs():
-        with torch.no_grad():
-            theirs(x, x, x, need_weights=need_weights, average_attn_weights=False)
-
-    best_times([run_ours, run_theirs], 2)  # warm up
-    t_ours, t_theirs = best_times([run_ours, run_theirs], repeats)
-    return t_ours, t_theirs, t_ours / t_theirs
 
 
 def bare_torch_import(repeats=3):
@@ -86,16 +27,17 @@ def bare_torch_import(repeats=3):
     return best
 
 
-def synthetic_class(folder, size):
-    """``size`` submissions: copies of the reference and of typical bugs, alternating."""
+def synthetic_class(folder, size, assignment):
+    """``size`` submissions: copies of the reference and of typical bugs (the catalogue's demo bugs),
+    alternating."""
     from .mutants import build, copy_package, load_catalogue
 
-    bugs = [bug for bug in load_catalogue(paths.REPO_ROOT / "tests" / "catalogue" / "bugs.toml", "bug") if bug.demo]
+    bugs = [bug for bug in load_catalogue(assignment.catalogue / "bugs.toml", "bug") if bug.demo]
     for index in range(size):
         if index % 2 == 0 or not bugs:
-            copy_package(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID, Path(folder) / f"student-{index:04d}")
+            copy_package(assignment.solutions, Path(folder) / f"student-{index:04d}", assignment.contract.modules)
         else:
-            build(bugs[(index // 2) % len(bugs)], Path(folder) / f"student-{index:04d}")
+            build(bugs[(index // 2) % len(bugs)], Path(folder) / f"student-{index:04d}", assignment)
 
 
 def busy_cpu_seconds():
@@ -121,7 +63,7 @@ class _Finishes:
         pass
 
 
-def grading_rate(class_dir, jobs, sandbox="auto"):
+def grading_rate(class_dir, jobs, assignment, sandbox="auto"):
     """``(seconds per submission end to end, seconds per submission once under way, cores busy)`` of the grade
     command.
 
@@ -133,10 +75,10 @@ def grading_rate(class_dir, jobs, sandbox="auto"):
     from .grading import grade_class
 
     finishes = _Finishes()
-    with tempfile.TemporaryDirectory(prefix="mha-pe-bench-out-") as out:
+    with tempfile.TemporaryDirectory(prefix="grader-bench-out-") as out:
         start = time.perf_counter()
         grade_class(class_dir, out, jobs=jobs, sandbox_mode=sandbox, emit=lambda line: None, progress=finishes,
-                    skip_notebook=True)
+                    skip_notebook=True, assignment=assignment)
         whole = (time.perf_counter() - start) / max(len(finishes.marks), 1)
     first = len(finishes.marks) // 4
     (t0, cpu0), (t1, cpu1) = finishes.marks[first], finishes.marks[-1]
@@ -145,7 +87,7 @@ def grading_rate(class_dir, jobs, sandbox="auto"):
     return whole, per, cores
 
 
-def grading_throughput(class_size, emit, sandbox="auto", rounds=2):
+def grading_throughput(class_size, emit, assignment, sandbox="auto", rounds=2):
     """Per-submission grading cost at --jobs 1 and 2, as ratios to a bare torch import measured alongside.
 
     The two settings alternate for ``rounds`` rounds and each keeps its best, as the other comparisons do.
@@ -153,11 +95,11 @@ def grading_throughput(class_size, emit, sandbox="auto", rounds=2):
     unit = bare_torch_import()
     emit(f"bare 'python -c \"import torch\"': {unit:.2f} s (the unit below); {os.cpu_count()} cores")
     results, best = {}, {}
-    with tempfile.TemporaryDirectory(prefix="mha-pe-bench-class-") as tmp:
-        synthetic_class(tmp, max(class_size, 2))
+    with tempfile.TemporaryDirectory(prefix="grader-bench-class-") as tmp:
+        synthetic_class(tmp, max(class_size, 2), assignment)
         for _ in range(max(rounds, 1)):
             for jobs in (1, 2):
-                measured = grading_rate(tmp, jobs, sandbox)
+                measured = grading_rate(tmp, jobs, assignment, sandbox)
                 if jobs not in best or measured[0] < best[jobs][0]:
                     best[jobs] = measured
         for jobs in (1, 2):
@@ -173,39 +115,41 @@ def grading_throughput(class_size, emit, sandbox="auto", rounds=2):
     return {"grading_ratio_jobs1": results[1], "grading_ratio_jobs2": results[2], "grading_speedup": speedup}
 
 
-def notebook_stage(count, emit, sandbox_mode="auto"):
+def notebook_stage(count, emit, assignment, sandbox_mode="auto"):
     """Seconds per notebook at --jobs 1: this kit's notebook stage (a worker forked per notebook runs the cells,
     the judge runs the checks, nbgrader's database written) next to nbgrader's own autograde of the same
     notebooks, both as ratios to a bare ``import torch``."""
     from . import nbgrader_record, notebook_stage as stage
-    from .notebooks import SOURCE_NOTEBOOK, autograde
+    from .notebooks import autograde, source_cells
     from .results import SubmissionResult
     from .sandbox import choose_sandbox
     from .submission import read_submission
     from .workers import WorkerFactory
 
     sandbox = choose_sandbox(sandbox_mode)
-    intake = read_submission(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID)
-    intake = type(intake)(intake.files, SOURCE_NOTEBOOK.read_bytes(), {})
+    answered = assignment.source_notebook().read_bytes()
+    intake = read_submission(assignment.solutions, assignment.contract)
+    intake = type(intake)(intake.files, answered, {})
     unit = bare_torch_import()
     seconds = {}
-    with tempfile.TemporaryDirectory(prefix="mha-pe-bench-nb-") as out:
-        factory = WorkerFactory(sandbox, out)
+    with tempfile.TemporaryDirectory(prefix="grader-bench-nb-") as out:
+        factory = WorkerFactory(sandbox, out, assignment)
         try:
             factory.forks  # the zygote (a torch import) is the code stage's: started before the clock
             start = time.perf_counter()
             graded = [stage.grade_into(SubmissionResult(f"student-{index:03d}"), intake, sandbox,
-                                       factory.notebook_launcher(intake.files, out), out) for index in range(count)]
-            nbgrader_record.record(nbgrader_record.course_dir(out), graded)
+                                       factory.notebook_launcher(intake.files, out), out, assignment)
+                      for index in range(count)]
+            nbgrader_record.record(nbgrader_record.course_dir(out), graded, assignment)
             seconds["this kit's notebook stage"] = (time.perf_counter() - start) / count
         finally:
             factory.close()
-        if not all(result.score == 3 for result in graded):
-            emit("WARNING: the reference notebook did not earn its 3 autograded points in the bench")
-    with tempfile.TemporaryDirectory(prefix="mha-pe-bench-nb-") as course:
+        autograded = sum(points for points, automatic in source_cells(assignment).values() if automatic)
+        if not all(result.score == autograded for result in graded):
+            emit(f"WARNING: the reference notebook did not earn its {autograded:g} autograded points in the bench")
+    with tempfile.TemporaryDirectory(prefix="grader-bench-nb-") as course:
         start = time.perf_counter()
-        autograde(Path(course) / "course", {f"student-{index:03d}": SOURCE_NOTEBOOK.read_bytes()
-                                            for index in range(count)})
+        autograde(Path(course) / "course", assignment, {f"student-{index:03d}": answered for index in range(count)})
         seconds["nbgrader's own autograde"] = (time.perf_counter() - start) / count
     for label, per in seconds.items():
         emit(f"notebooks, {label}: {per:.3f} s per notebook = {per / unit:.2f} torch imports ({count} notebooks, "
@@ -216,27 +160,16 @@ def notebook_stage(count, emit, sandbox_mode="auto"):
     return {"notebook_seconds": seconds["this kit's notebook stage"], "notebook_ratio": ratio}
 
 
-def run_bench(repeats=5, emit=print, class_size=100, notebooks=20):
-    """Print every ratio with its goal; return them as a dict for callers that want numbers."""
-    reference = load_reference()
+def run_bench(assignment, repeats=5, emit=print, class_size=100, notebooks=20):
+    """Print every ratio with its goal (the lesson's own speed goals first, from its hooks); return them as a
+    dict for callers that want numbers."""
     emit(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {repeats}")
-    t_slow, t_fast, speedup = encoding_speedup(reference, repeats)
-    emit(
-        f"positional encoding (2048, 512): loop {t_slow * 1e3:.1f} ms, reference {t_fast * 1e3:.2f} ms "
-        f"-> {speedup:.0f}x faster (goal >= 50x: {'met' if speedup >= 50 else 'MISSED'})"
-    )
-    results = {"encoding_speedup": speedup}
-    for need_weights in (False, True):
-        t_ours, t_theirs, ratio = attention_ratio(reference, repeats, need_weights)
-        label = "weights returned" if need_weights else "output only"
-        emit(
-            f"multi-head attention (8, 256, 512, 8 heads, {label}): reference {t_ours * 1e3:.1f} ms, "
-            f"nn.MultiheadAttention {t_theirs * 1e3:.1f} ms -> {ratio:.2f}x its time "
-            f"(goal <= 1.5x: {'met' if ratio <= 1.5 else 'MISSED'})"
-        )
-        results[f"attention_ratio_{label.replace(' ', '_')}"] = ratio
+    results = {}
+    hooks = assignment.load_hooks()
+    if hooks is not None and hasattr(hooks, "speed_goals"):
+        results.update(hooks.speed_goals(load_reference(assignment), repeats, emit))
     if class_size:
-        results.update(grading_throughput(class_size, emit, rounds=min(repeats, 2)))
-    if notebooks:
-        results.update(notebook_stage(notebooks, emit))
+        results.update(grading_throughput(class_size, emit, assignment, rounds=min(repeats, 2)))
+    if notebooks and assignment.notebook:
+        results.update(notebook_stage(notebooks, emit, assignment))
     return results

@@ -19,16 +19,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
 from .release import diff_release
 from .errors import KitError
 
-# Public test files in the order students implement them, with the prefix of their steps' ids.
-PUBLIC_TEST_FILES = (
-    ("test_positional_encoding.py", "pe"),
-    ("test_heads.py", "heads"),
-    ("test_attention.py", "attention"),
-)
 POINTS_PER_TEST = 1
 # Measured on a 2-core machine: one pytest run of every public test, most of it importing torch.
 PUBLIC_TESTS_SECONDS = 3
@@ -44,7 +37,7 @@ ipykernel==7.4.0
 """
 PYTEST_INI = """\
 [pytest]
-testpaths = assignments/mha_pe/tests
+testpaths = assignments/{package}/tests
 addopts = -p no:cacheprovider
 """
 
@@ -57,25 +50,37 @@ class Step:
     test_file: str
     test: str  # the test function; all of its parametrized cases run in the step
     points: int
+    package: str = ""
 
     @property
     def node(self) -> str:
-        return f"assignments/{paths.ASSIGNMENT_ID}/tests/{self.test_file}::{self.test}"
+        return f"assignments/{self.package}/tests/{self.test_file}::{self.test}"
 
 
-def classroom_steps(tests_dir: Path | None = None) -> tuple[Step, ...]:
+def public_test_files(assignment) -> list[tuple[str, str]]:
+    """``[(test file, step id prefix)]``: one public test file per student file (``test_<module>.py``), in the
+    order students write them; the prefix is the descriptor's ``[classroom.prefixes]`` entry or the module."""
+    return [(f"test_{module}.py", assignment.step_prefixes.get(module, module)) for module in assignment.contract.modules]
+
+
+def classroom_steps(assignment, tests_dir: Path | None = None) -> tuple[Step, ...]:
     """One :class:`Step` per public test function, in file order then source order."""
-    tests_dir = Path(tests_dir or paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / "tests")
-    unplaced = sorted({path.name for path in tests_dir.glob("test_*.py")} - {name for name, _ in PUBLIC_TEST_FILES})
+    tests_dir = Path(tests_dir or assignment.release / "tests")
+    files = public_test_files(assignment)
+    unplaced = sorted({path.name for path in tests_dir.glob("test_*.py")} - {name for name, _ in files})
     if unplaced:
-        raise KitError(f"public test files without Classroom steps: {', '.join(unplaced)} (see PUBLIC_TEST_FILES)")
+        raise KitError(f"public test files without Classroom steps: {', '.join(unplaced)} (one test_<module>.py "
+                       "per student file)")
     steps = []
-    for test_file, prefix in PUBLIC_TEST_FILES:
+    for test_file, prefix in files:
+        if not (tests_dir / test_file).is_file():
+            continue
         tree = ast.parse((tests_dir / test_file).read_text())
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 words = node.name.removeprefix("test_").removeprefix(f"{prefix}_")  # heads-keep-..., not heads-heads-
-                steps.append(Step(f"{prefix}-{words.replace('_', '-')}", test_file, node.name, POINTS_PER_TEST))
+                steps.append(Step(f"{prefix}-{words.replace('_', '-')}", test_file, node.name, POINTS_PER_TEST,
+                                  assignment.id))
     ids = [step.id for step in steps]
     if len(set(ids)) != len(ids):
         twice = sorted({step_id for step_id in ids if ids.count(step_id) > 1})
@@ -87,9 +92,9 @@ def _points(points: int) -> str:
     return f"{points} point{'' if points == 1 else 's'}"
 
 
-def classroom_workflow(steps: tuple[Step, ...] | None = None) -> str:
+def classroom_workflow(assignment, steps: tuple[Step, ...] | None = None) -> str:
     """The text of ``.github/workflows/classroom.yml``."""
-    steps = steps or classroom_steps()
+    steps = steps or classroom_steps(assignment)
     blocks = "".join(f"""      - name: "Public test: {step.test}"
         id: {step.id}
         uses: classroom-resources/autograding-command-grader@v1
@@ -138,17 +143,7 @@ jobs:
 """
 
 
-def student_readme(steps: tuple[Step, ...] | None = None) -> str:
-    """The template's README.md: set-up commands, what to implement, the public tests, Classroom points, grading."""
-    steps = steps or classroom_steps()
-    total = sum(step.points for step in steps)
-    return f"""# Multi-Head Attention and Positional Encoding
-
-You will build, in PyTorch, the pieces the lesson describes: the sinusoidal positional encoding (and the
-matrix that shifts it), splitting a projected vector into attention heads and gluing them back, and
-multi-head self-attention itself. Then you answer the lesson's Check Your Understanding questions in a
-notebook.
-
+SETUP = """\
 ## Set up
 
 You need Python 3.11 or newer. Install torch first, the build for your machine, then the rest. No GPU is
@@ -172,64 +167,37 @@ CUDA tag (`cu` and a number) that PyTorch's install selector shows for torch 2.1
 On Windows write `.venv\\Scripts\\python` for `.venv/bin/python`. Check with
 `.venv/bin/python -c "import torch; print(torch.__version__, torch.cuda.is_available())"`.
 
-## What to implement
-
-In `assignments/mha_pe/`, in this order:
-
-1. `positional_encoding.py`: `get_positional_encoding`, `shift_matrix`, `PositionalEncoding`
-2. `heads.py`: `split_heads`, `combine_heads`
-3. `attention.py`: `scaled_dot_product_attention`, `MultiHeadAttention` (without `nn.MultiheadAttention` or
-   `F.scaled_dot_product_attention`: building them is the point)
-
-Each docstring is the contract: shapes, the ranks accepted, the mask rules, the precision expected, the
-errors to raise, and what must be vectorized. Replace each `raise NotImplementedError(...)` with your code.
-Then open `assignments/mha_pe/check_your_understanding.ipynb` (`.venv/bin/jupyter notebook`), run the
-experiments with your modules, and answer the six questions.
-
-## Check your work
-
-```
-.venv/bin/python -m pytest            # all {len(steps)} public tests
-.venv/bin/python -m pytest -k heads   # just some
-```
-
-All of them take about {PUBLIC_TESTS_SECONDS} seconds, most of it importing torch. They cover every function
-on small inputs: shapes and dtypes, a few exact values, the shift identity, masks, agreement with
-`torch.nn.MultiheadAttention` at one size, and the errors. Each failing test says which idea it checks.
-
-## Classroom points
-
-Every push runs `.github/workflows/classroom.yml` on GitHub Classroom. Each public test is one step worth
-{_points(POINTS_PER_TEST)}, {total} in all. A step passes only if every case of its test passes, so one slip costs
-that test's points, not a whole file's. The step "Hidden tests (optional)" is skipped unless your course turns it
-on, and it counts for 0 points.
-
-## How you are graded
-
-The Classroom points are feedback, not your grade: this repository is yours, and you could edit the tests.
-Your grade comes from your instructor's own run on what you submit, in a sandbox, with hidden checks and their
-own points: the public tests' ideas at many more sizes and edge cases, the shift identity, agreement with
-PyTorch's multi-head attention, masks, gradients, devices, an encoding table built without a Python loop over
-positions, and the notebook (its code cells automatically, its written answers by hand). All public tests
-passing is a good sign, not a guarantee. Your feedback names the idea behind each check you miss.
 """
 
 
-def write_template(destination):
-    """Write the template repository into ``destination`` (which must not exist or be empty)."""
+def student_readme(assignment, steps: tuple[Step, ...] | None = None) -> str:
+    """The template's README.md: the lesson's own text (``student_readme.md`` in its folder, with the set-up
+    commands, the number of public tests, their points and time filled in), or a plain page without one."""
+    steps = steps or classroom_steps(assignment)
+    total = sum(step.points for step in steps)
+    template = assignment.folder / "student_readme.md"
+    text = template.read_text(encoding="utf-8") if template.is_file() else (
+        f"# {assignment.title}\n\n{{setup}}## Check your work\n\n```\n.venv/bin/python -m pytest\n```\n")
+    return text.format(setup=SETUP, package=assignment.id, steps=len(steps), total=total,
+                       points_per_test=_points(POINTS_PER_TEST), seconds=PUBLIC_TESTS_SECONDS)
+
+
+def write_template(destination, assignment):
+    """Write ``assignment``'s template repository into ``destination`` (which must not exist or be empty)."""
     destination = Path(destination)
     if destination.exists() and any(destination.iterdir()):
         raise KitError(f"--to folder is not empty: {destination}")
-    problems = diff_release(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID, paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID)
+    problems = diff_release(assignment.solutions, assignment.release)
     if problems:
-        raise KitError("assignments/ is not what solutions/ generates; run 'python -m autograder release' first")
-    shutil.copytree(paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID, destination / "assignments" / paths.ASSIGNMENT_ID,
+        raise KitError(f"{assignment.release} is not what {assignment.solutions} generates; "
+                       "run 'python -m autograder release' first")
+    shutil.copytree(assignment.release, destination / "assignments" / assignment.id,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
-    (destination / "README.md").write_text(student_readme())
+    (destination / "README.md").write_text(student_readme(assignment))
     (destination / "requirements.txt").write_text(STUDENT_REQUIREMENTS)
-    (destination / "pytest.ini").write_text(PYTEST_INI)
+    (destination / "pytest.ini").write_text(PYTEST_INI.format(package=assignment.id))
     (destination / ".gitignore").write_text(".venv/\n__pycache__/\n.ipynb_checkpoints/\n")
     workflow = destination / ".github" / "workflows" / "classroom.yml"
     workflow.parent.mkdir(parents=True)
-    workflow.write_text(classroom_workflow())
+    workflow.write_text(classroom_workflow(assignment))
     return sorted(path.relative_to(destination).as_posix() for path in destination.rglob("*") if path.is_file())

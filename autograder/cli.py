@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from . import paths
+from .assignment import resolve
 from .errors import KitError
 from .sandbox import MODES
 
@@ -18,10 +19,10 @@ def _release(args):
     if args.to:
         from .classroom import write_template
 
-        files = write_template(args.to)
+        files = write_template(args.to, resolve(args.assignment))
         print(f"template repository with {len(files)} files written to {args.to}")
         return 0
-    ok, lines = release(paths.SOLUTIONS_DIR, paths.ASSIGNMENTS_DIR, paths.ASSIGNMENT_ID, check=args.check)
+    ok, lines = release(resolve(args.assignment), check=args.check)
     for line in lines:
         print(line)
     return 0 if ok else 1
@@ -30,14 +31,14 @@ def _release(args):
 def _bench(args):
     from .bench import run_bench
 
-    run_bench(repeats=args.repeats, class_size=args.class_size, notebooks=args.notebooks)
+    run_bench(resolve(args.assignment), repeats=args.repeats, class_size=args.class_size, notebooks=args.notebooks)
     return 0
 
 
 def _demo(args):
     from .demo import run_demo
 
-    return run_demo(args.out, sandbox_mode=args.sandbox)
+    return run_demo(args.out, sandbox_mode=args.sandbox, assignment=resolve(args.assignment))
 
 
 def _grade(args):
@@ -47,7 +48,8 @@ def _grade(args):
 
     shard = parse_shard(args.shard) if args.shard else None
     grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume,
-                fork=not args.no_fork, skip_notebook=args.skip_notebook, shard=shard, shard_by=args.shard_by)
+                fork=not args.no_fork, skip_notebook=args.skip_notebook, shard=shard, shard_by=args.shard_by,
+                assignment=resolve(args.assignment))
     return 0
 
 
@@ -60,34 +62,35 @@ def _judge(args):
 def _validate(args):
     from .validate import validate
 
-    return 0 if validate(sandbox_mode=args.sandbox, jobs=args.jobs, require_cuda=args.require_cuda) else 1
+    return 0 if validate(sandbox_mode=args.sandbox, jobs=args.jobs, require_cuda=args.require_cuda,
+                         assignment=resolve(args.assignment)) else 1
 
 
 def _gradescope(args):
     from .gradescope import build_package
 
-    print(f"Gradescope autograder written to {build_package(args.to)}")
+    print(f"Gradescope autograder written to {build_package(args.to, resolve(args.assignment))}")
     return 0
 
 
 def _gradescope_run(args):
     from .gradescope import run
 
-    run(args.root, sandbox_mode=args.sandbox)
+    run(args.root, sandbox_mode=args.sandbox, assignment=resolve(args.assignment))
     return 0
 
 
 def _rubric(args):
     from .rubric_page import write_rubric
 
-    print(f"rubric written to {write_rubric(args.to)}")
+    print(f"rubric written to {write_rubric(args.to, resolve(args.assignment))}")
     return 0
 
 
 def _figures(args):
     from .figures import lesson_figures
 
-    for path in lesson_figures(args.to):
+    for path in lesson_figures(resolve(args.assignment), args.to):
         print(f"wrote {path}")
     return 0
 
@@ -95,35 +98,39 @@ def _figures(args):
 def _merge(args):
     from .merge import merge
 
-    merge(args.shards, args.out)
+    merge(args.shards, args.out, assignment=resolve(args.assignment))
     return 0
 
 
 def _gradebook(args):
     from .final_gradebook import export_gradebook
 
-    export_gradebook(args.out_dir, emit=print)
+    export_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment))
     return 0
 
 
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m autograder",
-        description="The course kit for Multi-Head Attention and Positional Encoding: release, grade, report.")
+        description="An auto-graded assignment kit: release, grade, report. Each command works on one assignment: "
+                    "the kit's own lesson (autograder/lessons/), or the one --assignment names.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lesson = argparse.ArgumentParser(add_help=False)
+    lesson.add_argument("--assignment", metavar="DESCRIPTOR",
+                        help="an assignment.toml (or its folder); default: the kit's own lesson")
 
-    rel = commands.add_parser("release", help="regenerate assignments/ from solutions/")
+    rel = commands.add_parser("release", parents=[lesson], help="regenerate assignments/ from solutions/")
     rel.add_argument("--check", action="store_true", help="only verify that assignments/ is up to date")
     rel.add_argument("--to", metavar="DIR", help="write a GitHub Classroom template repository into DIR instead")
     rel.set_defaults(run=_release)
 
-    bench = commands.add_parser("bench", help="print speed ratios measured side by side")
+    bench = commands.add_parser("bench", parents=[lesson], help="print speed ratios measured side by side")
     bench.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (default 5)")
     bench.add_argument("--class-size", type=int, default=100, help="synthetic class size for grading (0: skip)")
     bench.add_argument("--notebooks", type=int, default=20, help="notebooks for the notebook stage, one-time costs included (0: skip)")
     bench.set_defaults(run=_bench)
 
-    grade = commands.add_parser("grade", help="grade every student folder of a class in the sandbox")
+    grade = commands.add_parser("grade", parents=[lesson], help="grade every student folder of a class in the sandbox")
     grade.add_argument("class_dir", metavar="CLASS_DIR", help="one folder per student; the folder name is the id")
     grade.add_argument("--out", required=True, metavar="OUT_DIR", help="where results and reports go")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
@@ -146,34 +153,34 @@ def build_parser():
     judge.add_argument("manifest")
     judge.set_defaults(run=_judge)
 
-    mrg = commands.add_parser("merge", help="combine the outputs of 'grade --shard I/N' runs")
+    mrg = commands.add_parser("merge", parents=[lesson], help="combine the outputs of 'grade --shard I/N' runs")
     mrg.add_argument("shards", nargs="+", metavar="OUT_I", help="the shards' --out folders")
     mrg.add_argument("--out", required=True, metavar="OUT_DIR")
     mrg.set_defaults(run=_merge)
 
-    gs = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
+    gs = commands.add_parser("gradescope", parents=[lesson], help="write a Gradescope autograder zip")
     gs.add_argument("--to", required=True, metavar="ZIP")
     gs.set_defaults(run=_gradescope)
 
-    gsr = commands.add_parser("gradescope-run", help="(inside Gradescope) grade ROOT/submission")
+    gsr = commands.add_parser("gradescope-run", parents=[lesson], help="(inside Gradescope) grade ROOT/submission")
     gsr.add_argument("--root", default="/autograder")
     gsr.add_argument("--sandbox", default="isolated", choices=("isolated", "bwrap", "uid"),
                      help="never grades unisolated: fails when neither bwrap nor uid works (default isolated)")
     gsr.set_defaults(run=_gradescope_run)
 
-    rub = commands.add_parser("rubric", help="write the rubric page from the hidden tests (names, points, no code)")
+    rub = commands.add_parser("rubric", parents=[lesson], help="write the rubric page from the hidden tests (names, points, no code)")
     rub.add_argument("--to", default=str(paths.REPO_ROOT / "docs" / "rubric.md"))
     rub.set_defaults(run=_rubric)
 
-    fig = commands.add_parser("figures", help="draw the guides' figures from the reference solutions")
+    fig = commands.add_parser("figures", parents=[lesson], help="draw the guides' figures from the reference solutions")
     fig.add_argument("--to", default=str(paths.REPO_ROOT / "docs" / "figures"))
     fig.set_defaults(run=_figures)
 
-    book = commands.add_parser("gradebook", help="export code + notebook (after formgrader) as one gradebook")
+    book = commands.add_parser("gradebook", parents=[lesson], help="export code + notebook (after formgrader) as one gradebook")
     book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
     book.set_defaults(run=_gradebook)
 
-    val = commands.add_parser("validate", help="grade the reference (full marks), the stubs (zero), the bug "
+    val = commands.add_parser("validate", parents=[lesson], help="grade the reference (full marks), the stubs (zero), the bug "
                               "catalogue (caught, diagnosis matrix) and the correct variants")
     val.add_argument("--sandbox", default="auto", choices=MODES)
     val.add_argument("--jobs", type=int, default=2)
@@ -181,7 +188,7 @@ def build_parser():
                      help="the GPU check (make gpu-check): fail without CUDA, and on any GPU check skipped")
     val.set_defaults(run=_validate)
 
-    demo = commands.add_parser("demo", help="run the kit's main job on the bundled material")
+    demo = commands.add_parser("demo", parents=[lesson], help="run the kit's main job on the bundled material")
     demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
     demo.add_argument("--sandbox", default="auto", choices=MODES)
     demo.set_defaults(run=_demo)

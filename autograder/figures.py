@@ -1,4 +1,5 @@
-"""Pictures of the lesson's objects (PNG files), drawn with matplotlib's file-only backend."""
+"""Pictures (PNG files) drawn with matplotlib's file-only backend: the class report's charts, and the heatmaps a
+lesson's hooks draw with them."""
 
 import textwrap
 from pathlib import Path
@@ -10,14 +11,14 @@ import matplotlib.patches as mpatches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def encoding_heatmap(table, path, title="Positional encoding: one row per position"):
-    """Save a ``(positions, d_model)`` table as a red/blue heatmap; return the path."""
+def heatmap(table, path, title, xlabel, ylabel):
+    """Save a 2-D table with values in [-1, 1] as a red/blue heatmap with a colour bar; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     image = ax.imshow(table, cmap="RdBu", aspect="auto", vmin=-1, vmax=1, interpolation="nearest")
-    ax.set_xlabel("embedding dimension (even: sin, odd: cos)")
-    ax.set_ylabel("position")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.04)
     fig.tight_layout()
@@ -89,23 +90,11 @@ def attention_maps(weights, tokens, path, title="Attention of each head"):
     return path
 
 
-def lesson_figures(folder):
-    """The guides' figures, drawn with the reference solutions: the encoding heatmap and per-head attention."""
-    import torch
-
+def lesson_figures(assignment, folder):
+    """The lesson's own figures (its hooks' ``figures``, drawn with the reference); [] when it has none."""
     from .reference import load_reference
 
-    reference = load_reference()
-    folder = Path(folder)
-    heatmap = encoding_heatmap(reference.get_positional_encoding(50, 128).numpy(), folder / "positional_encoding.png",
-                               title="Positional encoding of 50 positions, d_model = 128")
-    torch.manual_seed(0)
-    tokens = ["the", "charge", "exceeded", "the", "refund"]
-    d_model = 16
-    embeddings = torch.randn(len(tokens), d_model)
-    x = reference.PositionalEncoding(d_model, max_seq_len=16)(embeddings[None])
-    with torch.no_grad():
-        _, weights = reference.MultiHeadAttention(d_model, 4)(x, return_weights=True)
-    maps = attention_maps(weights[0].numpy(), tokens, folder / "attention_heads.png",
-                          title="Four heads of an untrained MultiHeadAttention(16, 4), with positional encoding")
-    return [heatmap, maps]
+    hooks = assignment.load_hooks()
+    if hooks is None or not hasattr(hooks, "figures"):
+        return []
+    return hooks.figures(load_reference(assignment), Path(folder))

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import nbgrader_record
+from .assignment import resolve
 from .errors import KitError
 from .reports import write_reports
 from .results import load, save, write_atomic
@@ -36,11 +37,11 @@ def _refreshed(test, cell):
     return test
 
 
-def refresh(result, course):
-    """``result`` with its notebook tests as graded in formgrader so far."""
+def refresh(result, course, lesson):
+    """``result`` with its notebook tests (of ``lesson``'s notebook) as graded in formgrader so far."""
     if "notebook_id" not in result.extra:
         return result
-    cells = nbgrader_record.read_cells(course, result.extra["notebook_id"])
+    cells = nbgrader_record.read_cells(course, result.extra["notebook_id"], lesson)
     if not cells:
         return result
     tests = tuple(_refreshed(test, cells.get(test.id.partition("::")[2])) if test.group in ("notebook", "written")
@@ -61,9 +62,10 @@ def _row(result):
     return [result.student, *(f"{value:g}" for value in values), result.extra.get("notebook_reason", "")]
 
 
-def export_gradebook(out_dir, emit=None):
+def export_gradebook(out_dir, emit=None, assignment=None):
     """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
-    the path of the latter."""
+    the path of the latter (``assignment``: what was graded; the kit's lesson by default)."""
+    lesson = resolve(assignment)
     out_dir = Path(out_dir)
     paths = sorted((out_dir / "results").glob("*.json"))
     if not paths:
@@ -71,7 +73,7 @@ def export_gradebook(out_dir, emit=None):
     course = nbgrader_record.course_dir(out_dir)
     results = []
     for path in paths:
-        result = refresh(load(path), course)
+        result = refresh(load(path), course, lesson)
         save(result, path)
         results.append(result)
     results.sort(key=lambda r: r.student)

@@ -9,10 +9,10 @@ catch the indirect cases this misses (helpers, computed names).
 
 import ast
 
-from .worker import contract
+from .worker.contract import Contract
 
 
-def _torch_aliases(tree):
+def _torch_aliases(tree, forbidden):
     """Names bound to torch or its submodules, and forbidden names imported directly from torch."""
     aliases, direct = set(), {}
     for node in ast.walk(tree):
@@ -22,8 +22,8 @@ def _torch_aliases(tree):
                     aliases.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
             for alias in node.names:
-                if alias.name in contract.FORBIDDEN:
-                    direct[alias.asname or alias.name] = contract.FORBIDDEN[alias.name]
+                if alias.name in forbidden:
+                    direct[alias.asname or alias.name] = forbidden[alias.name]
                 else:
                     aliases.add(alias.asname or alias.name)
     return aliases, direct
@@ -41,7 +41,7 @@ LOOKUPS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "__getat
 
 def _looked_up_names(node):
     """String constants used to look an attribute up by name inside ``node`` (never a plain string such as an
-    ``__all__`` entry or a message, which may well equal a contract name like ``scaled_dot_product_attention``)."""
+    ``__all__`` entry or a message, which may well equal one of the assignment's own public names)."""
     names = set()
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
@@ -54,46 +54,47 @@ def _looked_up_names(node):
     return {name for name in names if isinstance(name, str)}
 
 
-def _hits(node, aliases, direct):
+def _hits(node, aliases, direct, forbidden):
     found = set()
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute) and sub.attr in contract.FORBIDDEN and _root_name(sub) in aliases:
-            found.add(contract.FORBIDDEN[sub.attr])
+        if isinstance(sub, ast.Attribute) and sub.attr in forbidden and _root_name(sub) in aliases:
+            found.add(forbidden[sub.attr])
         elif isinstance(sub, ast.Name) and sub.id in direct:
             found.add(direct[sub.id])
         elif isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("torch"):
-            found.update(contract.FORBIDDEN[a.name] for a in sub.names if a.name in contract.FORBIDDEN)
-    found.update(contract.FORBIDDEN[name] for name in _looked_up_names(node) if name in contract.FORBIDDEN)
+            found.update(forbidden[a.name] for a in sub.names if a.name in forbidden)
+    found.update(forbidden[name] for name in _looked_up_names(node) if name in forbidden)
     return found
 
 
-def scan_module(source, module):
+def scan_module(source: str, module: str, contract: Contract) -> dict[str, set[str]]:
     """``{contract name: set of forbidden APIs}`` for one student file; module-level use taints every name."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}  # the import will fail and say so (a parser's recursion limit is the submission's doing too)
-    aliases, direct = _torch_aliases(tree)
-    names = [name for name, owner in contract.NAMES.items() if owner == module]
+    forbidden = contract.forbidden_by_name
+    aliases, direct = _torch_aliases(tree, forbidden)
+    names = [name for name, owner in contract.names.items() if owner == module]
     result = {}
     module_level = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if node.name in names:
-                found = _hits(node, aliases, direct)
+                found = _hits(node, aliases, direct, forbidden)
                 if found:
                     result[node.name] = found
         elif not isinstance(node, (ast.Import, ast.ImportFrom)):
-            module_level |= _hits(node, aliases, direct)
+            module_level |= _hits(node, aliases, direct, forbidden)
     if module_level:
         for name in names:
             result.setdefault(name, set()).update(module_level)
     return result
 
 
-def scan_submission(files):
+def scan_submission(files: dict[str, bytes], contract: Contract) -> dict[str, set[str]]:
     """``files`` maps module name to its bytes; returns the merged ``{name: set of APIs}``."""
     result = {}
     for module, data in files.items():
-        result.update(scan_module(data.decode("utf-8", "replace"), module))
+        result.update(scan_module(data.decode("utf-8", "replace"), module, contract))
     return result

@@ -8,6 +8,7 @@ visibility per test). ``AUTOGRADER_ROOT`` and ``AUTOGRADER_PYTHON`` let the
 kit's tests run it against a simulated tree.
 """
 
+import shlex
 import shutil
 import tempfile
 import zipfile
@@ -18,7 +19,8 @@ from . import paths
 from .errors import KitError
 from .grading import grade_class
 from .results import save
-from .submission import NOTEBOOK, read_submission
+from .assignment import resolve
+from .submission import read_submission
 
 KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
 SETUP = """\
@@ -39,23 +41,31 @@ set -euo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 PYTHON="${AUTOGRADER_PYTHON:-$ROOT/source/.venv/bin/python}"
 cd "$ROOT/source"
-exec "$PYTHON" -m autograder gradescope-run --root "$ROOT"
+exec "$PYTHON" -m autograder gradescope-run --root "$ROOT" --assignment {descriptor}
 """
 
 
-def build_package(destination):
-    """Write the Gradescope autograder zip; return its path."""
+def build_package(destination, assignment=None):
+    """Write the Gradescope autograder zip for ``assignment`` (the kit's lesson by default; its folders must be
+    inside the kit's, where the zip keeps their places); return its path."""
     destination = Path(destination)
     if destination.suffix != ".zip":
         raise KitError(f"--to must name a .zip file, got {destination}")
+    assignment = resolve(assignment)
+    parts = [paths.REPO_ROOT / part for part in KIT_PARTS]
+    for folder in (assignment.folder, assignment.solutions, assignment.release):
+        if not folder.is_relative_to(paths.REPO_ROOT):
+            raise KitError(f"the Gradescope zip packs the kit's folder; {folder} is outside it")
+        if not any(folder.is_relative_to(part) for part in parts):
+            parts.append(folder)
+    descriptor = assignment.descriptor.relative_to(paths.REPO_ROOT).as_posix()
     destination.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN)):
+        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN.replace("{descriptor}", shlex.quote(descriptor)))):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
             archive.writestr(info, text)
-        for part in KIT_PARTS:
-            source = paths.REPO_ROOT / part
+        for source in parts:
             files = [source] if source.is_file() else sorted(source.rglob("*"))
             for path in files:
                 if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
@@ -63,7 +73,7 @@ def build_package(destination):
     return destination
 
 
-def run(root, emit=print, sandbox_mode="isolated"):
+def run(root, emit=print, sandbox_mode="isolated", assignment=None):
     """Grade ``ROOT/submission`` as one student and write ``ROOT/results/results.json``.
 
     Isolation is required (bubblewrap, or the confined mode where Gradescope's container refuses user
@@ -73,19 +83,20 @@ def run(root, emit=print, sandbox_mode="isolated"):
     submission = root / "submission"
     if not submission.is_dir():
         raise KitError(f"no submission folder at {submission}")
-    with tempfile.TemporaryDirectory(prefix="mha-pe-gradescope-") as tmp:
+    assignment = resolve(assignment)
+    with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         student = Path(tmp) / "class" / "submission"
         student.mkdir(parents=True)
         # Only what intake accepts is copied (no links, devices or oversized files); what it refused is
         # staged as absent and graded as such.
-        intake = read_submission(submission)
+        intake = read_submission(submission, assignment.contract, assignment.notebook)
         for module, data in intake.files.items():
             (student / f"{module}.py").write_bytes(data)
         if intake.notebook is not None:
-            (student / NOTEBOOK).write_bytes(intake.notebook)
+            (student / assignment.notebook).write_bytes(intake.notebook)
         # A code-only Gradescope assignment has no notebook: grade the notebook only when one was handed in.
         results = grade_class(student.parent, Path(tmp) / "out", jobs=1, emit=emit, sandbox_mode=sandbox_mode,
-                              skip_notebook=intake.notebook is None)
+                              skip_notebook=intake.notebook is None, assignment=assignment)
         if intake.notes():
             results = [replace(results[0], notes=results[0].notes + tuple(intake.notes()),
                                output="\n".join(filter(None, [results[0].output, *intake.notes()])))]

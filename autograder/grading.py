@@ -23,7 +23,8 @@ import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from . import nbgrader_record, notebook_stage, paths
+from . import assignment as assignments
+from . import nbgrader_record, notebook_stage
 from . import results as records
 from . import submission as submissions
 from .errors import KitError
@@ -33,6 +34,8 @@ from .sandbox import Limits, Sandbox, choose_sandbox, lock_instructor_folders
 from .workers import WorkerFactory
 
 RESULTS = "results"
+# The kit's own test folders: instructor-only data (hostile samples, fixtures) a confined worker may not read.
+TEST_FOLDERS = [Path(__file__).resolve().parent.parent / "tests"]
 SHARD_FILE = "shard.json"
 # Folders a class directory may hold that are not students (version control, editors, caches).
 NOT_STUDENTS = {".git", ".github", ".ipynb_checkpoints", "__pycache__", ".hypothesis", ".pytest_cache", ".venv"}
@@ -54,13 +57,13 @@ class Task:
         return cls(str(data["student"]), str(data["folder"]), str(data["fingerprint"]))
 
 
-def _has_submission(folder):
+def _has_submission(folder, contract):
     """Whether a folder holds any of the student files (how a hidden folder still counts as a student)."""
-    files, _ = submissions.read_files(folder)
+    files, _ = submissions.read_files(folder, contract)
     return bool(files)
 
 
-def _is_student(entry, skip):
+def _is_student(entry, skip, contract):
     """Whether a class folder entry is a student: a folder, or a link (graded as refused, so it is seen), not the
     output folder, not a tool's folder; a hidden one only when it holds a submission."""
     try:
@@ -68,12 +71,13 @@ def _is_student(entry, skip):
             return False
         if entry.is_symlink():
             return not entry.name.startswith(".")
-        return entry.resolve() != skip and (not entry.name.startswith(".") or _has_submission(entry))
+        return entry.resolve() != skip and (not entry.name.startswith(".") or (
+            contract is not None and _has_submission(entry, contract)))
     except OSError:  # unreadable: still a student, whose intake will say why
         return True
 
 
-def discover(class_dir, out_dir=None):
+def discover(class_dir, out_dir=None, contract=None):
     """``[(student id, folder)]`` sorted by id; KitError for a missing or empty class folder.
 
     An output folder placed inside the class folder is not a student, nor is a hidden folder (a name starting
@@ -86,7 +90,7 @@ def discover(class_dir, out_dir=None):
         raise KitError(f"class folder not found: {class_dir}")
     if not class_dir.is_dir():
         raise KitError(f"not a folder: {class_dir}")
-    students = sorted((entry.name, entry) for entry in class_dir.iterdir() if _is_student(entry, skip))
+    students = sorted((entry.name, entry) for entry in class_dir.iterdir() if _is_student(entry, skip, contract))
     if not students:
         raise KitError(f"no student folders in {class_dir} (expected one folder per student)")
     return students
@@ -117,14 +121,14 @@ class _Prepared:
     notebook_launch: object = None
 
 
-def prepare(task, factory, scratch_root, notebook=False):
+def prepare(task, factory, scratch_root, notebook=None):
     """Read ``task``'s files and start its worker now, so it gets ready while the previous student is graded.
 
     The worker runs no student code before its first request, which comes after the previous worker is gone.
     """
     prepared = _Prepared(task, {}, {}, Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
     try:
-        intake = submissions.read_submission(task.folder, notebook=notebook)
+        intake = submissions.read_submission(task.folder, factory.contract, notebook)
         prepared.files = intake.files
         prepared.problems = {what: why for what, why in intake.problems.items() if what != "notebook"}
         if notebook:
@@ -158,7 +162,8 @@ def grade_prepared(prepared, sandbox, judge, out_dir=None):
         result = judge.grade(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
                              task.fingerprint, worker=prepared.worker)
         if prepared.intake is not None and not needs_retry(result):
-            result = notebook_stage.grade_into(result, prepared.intake, sandbox, prepared.notebook_launch, out_dir)
+            result = notebook_stage.grade_into(result, prepared.intake, sandbox, prepared.notebook_launch, out_dir,
+                                               judge.assignment)
         return result
     except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
         return failed_result(task, sandbox, _grader_error(error))
@@ -185,8 +190,9 @@ def save_result(result, out_dir):
     return result
 
 
-def judge_loop(tasks, sandbox, out_dir, done, notebook=False):
-    """Grade ``tasks`` (an iterator) in this process, writing each result; call ``done(result)`` after each.
+def judge_loop(tasks, sandbox, out_dir, done, assignment, notebook=False):
+    """Grade ``tasks`` (an iterator) of ``assignment`` in this process, writing each result; call
+    ``done(result)`` after each. ``notebook``: grade the assignment's notebook too (when it has one).
 
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
     current tests.
@@ -198,11 +204,12 @@ def judge_loop(tasks, sandbox, out_dir, done, notebook=False):
     # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
     torch.set_num_threads(1)
     tasks = iter(tasks)
-    with tempfile.TemporaryDirectory(prefix="mha-pe-judge-") as scratch_root:
-        factory = WorkerFactory(sandbox, scratch_root)
+    notebook = assignment.notebook if notebook else None
+    with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
+        factory = WorkerFactory(sandbox, scratch_root, assignment)
         try:
             factory.start()  # its torch import runs while the hidden tests are collected
-            judge = Judge()
+            judge = Judge(assignment)
             task = next(tasks, None)
             current = prepare(task, factory, scratch_root, notebook) if task else None
             while current is not None:
@@ -235,21 +242,22 @@ def judge_main(manifest_path):
     def done(result):
         print(json.dumps({"done": result.student, "score": result.score, "max": result.max_score}), flush=True)
 
-    judge_loop(tasks(), sandbox, manifest["out_dir"], done, bool(manifest.get("notebook")))
+    judge_loop(tasks(), sandbox, manifest["out_dir"], done, assignments.load(manifest["assignment"]),
+               bool(manifest.get("notebook")))
     return 0
 
 
-def _run_parallel(tasks, sandbox, out_dir, jobs, on_done, notebook=False):
+def _run_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, notebook=True):
     """Feed tasks to ``jobs`` judge processes, two outstanding each; collect their reports.
 
     A judge that dies has its students graded once more by a fresh judge, then failed with the reason.
     """
-    with tempfile.TemporaryDirectory(prefix="mha-pe-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         manifest = Path(tmp) / "manifest.json"
         manifest.write_text(json.dumps({"mode": sandbox.mode, "note": sandbox.note, "out_dir": str(out_dir),
                                         "threads": sandbox.threads, "limits": asdict(sandbox.limits),
                                         "fork": sandbox.fork, "landlock": sandbox.landlock,
-                                        "notebook": notebook}))
+                                        "notebook": notebook, "assignment": str(assignment.descriptor)}))
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
         pending = list(tasks)
         children, selector, assigned, attempts = [], selectors.DefaultSelector(), {}, {}
@@ -342,11 +350,15 @@ def shard_students(students, shard, by="index"):
 
 
 def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, emit=print, progress=None,
-                limits=None, fork=True, skip_notebook=False, shard=None, shard_by="index"):
-    """The ``grade`` command. Returns the list of SubmissionResults of the whole class (or of its shard)."""
+                limits=None, fork=True, skip_notebook=False, shard=None, shard_by="index", assignment=None):
+    """The ``grade`` command: grade ``assignment`` (a descriptor's path or an Assignment; the kit's lesson by
+    default). Returns the list of SubmissionResults of the whole class (or of its shard)."""
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
-    students = discover(class_dir, out_dir)
+    assignment = assignments.resolve(assignment)
+    contract = assignment.contract
+    skip_notebook = skip_notebook or assignment.notebook is None
+    students = discover(class_dir, out_dir, contract)
     if shard is not None:
         students = shard_students(students, shard, shard_by)
     clashes = submissions.colliding([student for student, _ in students])
@@ -364,12 +376,11 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
         emit(f"sandbox: uid ({sandbox.note})")
         if not sandbox.landlock:  # nothing else keeps a worker's user from reading them
             out_dir.mkdir(parents=True, exist_ok=True)
-            lock_instructor_folders([paths.SOLUTIONS_DIR, paths.REPO_ROOT / "autograder" / "hidden_tests",
-                                     paths.REPO_ROOT / "tests", out_dir, Path(class_dir)])
-    grader = submissions.grader_fingerprint()
+            lock_instructor_folders([*assignment.instructor_folders(), *TEST_FOLDERS, out_dir, Path(class_dir)])
+    grader = submissions.grader_fingerprint(assignment.grading_inputs())
     tasks, kept = [], []
     for student, folder in students:
-        intake = submissions.read_submission(folder, notebook=not skip_notebook)
+        intake = submissions.read_submission(folder, contract, None if skip_notebook else assignment.notebook)
         files = dict(intake.files)
         if not skip_notebook:  # the notebook is part of what was graded
             files["notebook"] = intake.notebook if intake.notebook is not None else b"none"
@@ -395,13 +406,13 @@ def grade_class(class_dir, out_dir, jobs=1, sandbox_mode="auto", resume=False, e
 
     started = time.monotonic()
     if jobs == 1 or len(tasks) <= 1:
-        judge_loop(iter(tasks), sandbox, out_dir, on_done, not skip_notebook)
+        judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook)
     else:
-        _run_parallel(tasks, sandbox, out_dir, jobs, on_done, not skip_notebook)
+        _run_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, not skip_notebook)
     bar.close()
     if not skip_notebook and graded:  # nbgrader's database: the system of record formgrader reads
         try:
-            nbgrader_record.record(nbgrader_record.course_dir(out_dir), graded)
+            nbgrader_record.record(nbgrader_record.course_dir(out_dir), graded, assignment)
         except Exception as error:  # noqa: BLE001 - the grades stand in results/; say what went wrong
             emit(f"WARNING: the nbgrader course could not be updated ({type(error).__name__}: {error})")
     class_results = sorted(kept + graded, key=lambda result: result.student)

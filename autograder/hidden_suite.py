@@ -16,13 +16,11 @@ import contextlib
 import inspect
 import io
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from .rubric import rubric_entry, rubric_topic
 
-HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
 FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
 # Marks the judge honours; others (skip, xfail, usefixtures) would be silently ignored, so they are refused.
 MARKS = {"graded", "parametrize", "hypothesis"}
@@ -98,7 +96,7 @@ class HiddenSuite:
         self.cases, self.problems = tuple(cases), tuple(problems)
 
     @classmethod
-    def collect(cls, hidden_dir=HIDDEN_TESTS):
+    def collect(cls, hidden_dir):
         """Collect (import, never run) the hidden tests in ``hidden_dir``."""
         collector = _Collector()
         sink = io.StringIO()

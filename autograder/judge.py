@@ -14,7 +14,7 @@ import time
 
 from . import submission as submissions
 from .forbidden import scan_submission
-from .hidden_suite import HIDDEN_TESTS, HiddenSuite
+from .hidden_suite import HiddenSuite
 from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
 from .results import SubmissionResult, TestResult
@@ -80,7 +80,7 @@ def _result_for(entry, outcome):
     return TestResult(name, group, 0, points, "failed", output, visibility, test_id), note
 
 
-def collect_rubric(hidden_dir=HIDDEN_TESTS):
+def collect_rubric(hidden_dir):
     """The rubric entries of every hidden test, in order, without running any of them."""
     suite = HiddenSuite.collect(hidden_dir)
     if suite.problems:
@@ -91,9 +91,10 @@ def collect_rubric(hidden_dir=HIDDEN_TESTS):
 class Judge:
     """Grades submissions with the hidden tests, collected and the reference loaded once."""
 
-    def __init__(self, hidden_dir=HIDDEN_TESTS):
-        self.suite = HiddenSuite.collect(hidden_dir)
-        self.reference = load_reference()
+    def __init__(self, assignment):
+        self.assignment = assignment
+        self.suite = HiddenSuite.collect(assignment.hidden_tests)
+        self.reference = load_reference(assignment)
 
     def run_hidden_tests(self, submission):
         """Run every hidden test against ``submission``; return ``(tests, notes, details)``: the results, notes
@@ -114,13 +115,13 @@ class Judge:
         of the student's. ``launch()`` starts a fresh worker over these files (again after a crash); ``worker``
         is one already started."""
         started = time.monotonic()
-        remote = RemoteSubmission(sandbox, launch, worker=worker, files=files)
+        remote = RemoteSubmission(sandbox, launch, self.assignment.contract, worker=worker, files=files)
         notes = []
         if not sandbox.isolated:
             notes.append(sandbox.note or "SANDBOX OFF: student code ran without isolation")
         notes += submissions.Intake(problems=problems).notes()
         try:
-            remote.forbidden = scan_submission(files)
+            remote.forbidden = scan_submission(files, self.assignment.contract)
             tests, check_notes, details = self.run_hidden_tests(remote)
         finally:
             remote.close()  # the worker was started ahead: it is closed whatever happens here
@@ -138,14 +139,15 @@ class Judge:
 
 
 @contextlib.contextmanager
-def open_submission(folder, sandbox_mode="auto"):
+def open_submission(folder, assignment, sandbox_mode="auto"):
     """A RemoteSubmission over ``folder`` (for running the hidden tests by hand)."""
-    files, _ = submissions.read_files(folder)
+    contract = assignment.contract
+    files, _ = submissions.read_files(folder, contract)
     sandbox = choose_sandbox(sandbox_mode)
-    with tempfile.TemporaryDirectory(prefix="mha-pe-grade-") as scratch:
-        factory = WorkerFactory(sandbox, scratch)
-        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), forbidden=scan_submission(files),
-                                  files=files)
+    with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
+        factory = WorkerFactory(sandbox, scratch, assignment)
+        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), contract,
+                                  forbidden=scan_submission(files, contract), files=files)
         try:
             yield remote
         finally:

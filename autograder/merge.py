@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from . import nbgrader_record
+from .assignment import resolve
 from .errors import KitError
 from .grading import SHARD_FILE, result_path
 from .reports import write_reports
@@ -27,8 +28,10 @@ def _shard_info(folder):
     return int(info["shard"]), int(info["of"]), list(info["students"])
 
 
-def merge(folders, out_dir, emit=print):
-    """Check the shards fit together, gather their results into ``out_dir`` and write the reports there."""
+def merge(folders, out_dir, emit=print, assignment=None):
+    """Check the shards fit together, gather their results into ``out_dir`` and write the reports there
+    (``assignment``: what was graded; the kit's lesson by default)."""
+    lesson = resolve(assignment)
     if not folders:
         raise KitError("merge needs at least one shard folder")
     shards, owner = {}, {}
@@ -58,14 +61,15 @@ def merge(folders, out_dir, emit=print):
         shutil.copyfile(source, target)
         results.append(result)
         if "notebook_id" in result.extra:
-            nbgrader_record.copy_notebooks(nbgrader_record.course_dir(folder), course, result.extra["notebook_id"])
+            nbgrader_record.copy_notebooks(nbgrader_record.course_dir(folder), course, result.extra["notebook_id"],
+                                           lesson)
     # One course for the class, as if graded in one run: its scores from the records, then any manual grades
     # already given in a shard's own course.
-    nbgrader_record.record(course, results)
+    nbgrader_record.record(course, results, lesson)
     for folder in dict.fromkeys(owner.values()):
         ids = [r.extra["notebook_id"] for r in results if owner[r.student] == folder and "notebook_id" in r.extra]
         if ids:
-            nbgrader_record.copy_manual(nbgrader_record.course_dir(folder), course, ids)
+            nbgrader_record.copy_manual(nbgrader_record.course_dir(folder), course, ids, lesson)
     write_reports(results, out_dir)
     emit(f"merged {count} shards, {len(results)} students, into {out_dir}")
     return results

@@ -11,9 +11,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
 from .errors import KitError
-from .worker import contract
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,7 @@ class Mutant:
 
     @property
     def files(self):
-        """The student files its edits touch (``heads.py``)."""
+        """The student files its edits touch (``<module>.py``)."""
         return tuple(dict.fromkeys(edit.file for edit in self.edits))
 
 
@@ -68,16 +66,16 @@ def load_catalogue(path, kind):
     return mutants
 
 
-def build(mutant, destination, source=None):
-    """Write the reference's (or, for ``base = "stubs"``, the released stubs') module files with ``mutant``'s
-    edits applied into ``destination``."""
-    bases = {"reference": paths.SOLUTIONS_DIR, "stubs": paths.ASSIGNMENTS_DIR}
+def build(mutant, destination, assignment, source=None):
+    """Write the assignment's reference (or, for ``base = "stubs"``, its released stubs) module files with
+    ``mutant``'s edits applied into ``destination``."""
+    bases = {"reference": assignment.solutions, "stubs": assignment.release}
     if mutant.base not in bases:
         raise KitError(f"{mutant.id}: base must be one of {', '.join(bases)}, not {mutant.base!r}")
-    source = Path(source or bases[mutant.base] / paths.ASSIGNMENT_ID)
+    source = Path(source or bases[mutant.base])
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
-    texts = {module: (source / f"{module}.py").read_text(encoding="utf-8") for module in contract.MODULES}
+    texts = {module: (source / f"{module}.py").read_text(encoding="utf-8") for module in assignment.contract.modules}
     for edit in mutant.edits:
         module = edit.file.removesuffix(".py")
         if module not in texts:
@@ -94,10 +92,10 @@ def build(mutant, destination, source=None):
     return destination
 
 
-def copy_package(source, destination):
-    """Copy the three module files of an ``mha_pe`` folder into ``destination``."""
+def copy_package(source, destination, modules):
+    """Copy the student files (``modules``, stems) of a package folder into ``destination``."""
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
-    for module in contract.MODULES:
+    for module in modules:
         shutil.copyfile(Path(source) / f"{module}.py", destination / f"{module}.py")
     return destination

@@ -7,7 +7,7 @@ writes what it decided where nbgrader's formgrader looks for it:
   (its root is the folder the file is in), so a merged or moved course still
   works; formgrader's HTML is sanitised (``HTMLExporter.sanitize_html``) and
   the executed notebooks carry the students' Markdown escaped;
-* ``submitted/<id>/mha_pe/`` (the bytes handed in) and ``autograded/<id>/mha_pe/``
+* ``submitted/<student>/<assignment>/`` (the bytes handed in) and ``autograded/<student>/<assignment>/``
   (the executed notebook, written by the judge);
 * ``gradebook.db``: the assignment's cells (as nbgrader's ``SaveCells`` records
   them from the release notebook), then per student the autograded scores and comments the
@@ -25,12 +25,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
 from .results import write_atomic
 
 COURSE = "nbgrader"
-NOTEBOOK_ID = "check_your_understanding"
-NOTEBOOK = NOTEBOOK_ID + ".ipynb"
 CONFIG = """\
 # Written by python -m autograder: an nbgrader course holding the notebook's grades. Relocatable: its root is
 # this file's folder. Grade the written answers in formgrader, then run: python -m autograder gradebook OUT_DIR
@@ -38,11 +35,20 @@ import os
 
 c = get_config()
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
-c.CourseDirectory.course_id = "mha_pe"
+c.CourseDirectory.course_id = {course_id!r}
 c.HTMLExporter.sanitize_html = True  # formgrader shows students' work: no HTML or script of theirs runs
 # Nothing goes through nbgrader's exchange; a folder of the course's own keeps formgrader from warning it is missing.
 c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")
 """
+
+
+def _config(lesson):
+    return CONFIG.replace("{course_id!r}", repr(lesson.id))
+
+
+def _notebook_id(lesson):
+    """nbgrader's name for the notebook: its file name without ``.ipynb``."""
+    return lesson.notebook.removesuffix(".ipynb")
 
 
 def course_dir(out_dir):
@@ -53,15 +59,15 @@ def db_url(course):
     return f"sqlite:///{Path(course).resolve() / 'gradebook.db'}"
 
 
-def notebook_path(course, kind, nbid):
-    """``course/<kind>/<nbgrader id>/mha_pe/check_your_understanding.ipynb``."""
-    return Path(course) / kind / nbid / paths.ASSIGNMENT_ID / NOTEBOOK
+def notebook_path(course, kind, nbid, lesson):
+    """``course/<kind>/<nbgrader id>/<assignment id>/<notebook>``."""
+    return Path(course) / kind / nbid / lesson.id / lesson.notebook
 
 
-def write_notebooks(course, nbid, submitted, executed):
+def write_notebooks(course, lesson, nbid, submitted, executed):
     """Write the bytes handed in (when readable) and the executed notebook (nbformat node) for one student."""
     for kind, data in (("submitted", submitted), ("autograded", executed)):
-        path = notebook_path(course, kind, nbid)
+        path = notebook_path(course, kind, nbid, lesson)
         if data is None:
             if path.exists():
                 path.unlink()
@@ -71,37 +77,37 @@ def write_notebooks(course, nbid, submitted, executed):
         write_atomic(path, text)
 
 
-def ensure_course(course):
+def ensure_course(course, lesson):
     """The course folder, its configuration and its database with the assignment's cells (made once)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     course = Path(course)
     course.mkdir(parents=True, exist_ok=True)
     config = course / "nbgrader_config.py"
-    if not config.exists() or config.read_text() != CONFIG:
-        write_atomic(config, CONFIG)
+    if not config.exists() or config.read_text() != _config(lesson):
+        write_atomic(config, _config(lesson))
     (course / "exchange").mkdir(exist_ok=True)
-    source = course / "source" / paths.ASSIGNMENT_ID / NOTEBOOK
+    source = course / "source" / lesson.id / lesson.notebook
     if not source.exists():
         source.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK, source)
+        shutil.copyfile(lesson.source_notebook(), source)
     _stamp(course / "gradebook.db")
     with Gradebook(db_url(course)) as gradebook:
-        gradebook.update_or_create_assignment(paths.ASSIGNMENT_ID)
+        gradebook.update_or_create_assignment(lesson.id)
         try:
-            gradebook.find_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID)
+            gradebook.find_notebook(_notebook_id(lesson), lesson.id)
             return course
         except MissingEntry:
             pass
         # The cells, as nbgrader's SaveCells records them from the release notebook (without importing
         # nbconvert and nbformat, seconds of start-up on a busy machine).
-        release = json.loads((paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK).read_text(encoding="utf-8"))
-        gradebook.add_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID,
+        release = json.loads(lesson.released_notebook().read_text(encoding="utf-8"))
+        gradebook.add_notebook(_notebook_id(lesson), lesson.id,
                                kernelspec=json.dumps(release.get("metadata", {}).get("kernelspec", {})))
         for cell in release["cells"]:
             meta = cell.get("metadata", {}).get("nbgrader", {})
             grade_id, kind = meta.get("grade_id"), cell["cell_type"]
-            where = (grade_id, NOTEBOOK_ID, paths.ASSIGNMENT_ID)
+            where = (grade_id, _notebook_id(lesson), lesson.id)
             if meta.get("grade"):
                 gradebook.update_or_create_grade_cell(*where, max_score=float(meta["points"]), cell_type=kind)
             if meta.get("solution"):
@@ -132,7 +138,7 @@ def _stamp(db):
         connection.commit()
 
 
-def record(course, results):
+def record(course, results, lesson):
     """Write the autograded notebook scores of ``results`` (SubmissionResults graded with the notebook) into the
     course database, as nbgrader's autograde would. A manual score given earlier is kept, and flagged for review."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -140,25 +146,25 @@ def record(course, results):
     graded = [result for result in results if "notebook_id" in result.extra]
     if not graded:
         return
-    ensure_course(course)
+    ensure_course(course, lesson)
     with Gradebook(db_url(course)) as gradebook, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not in session")  # nbgrader's add_submission, harmless
         for result in graded:
             nbid = result.extra["notebook_id"]
             gradebook.update_or_create_student(nbid)
             try:
-                gradebook.find_submission(paths.ASSIGNMENT_ID, nbid)
+                gradebook.find_submission(lesson.id, nbid)
             except MissingEntry:
-                gradebook.add_submission(paths.ASSIGNMENT_ID, nbid)
+                gradebook.add_submission(lesson.id, nbid)
             for test in result.tests:
                 kind, _, grade_id = test.id.partition("::")
                 if kind not in ("notebook", "written"):
                     continue
-                grade = gradebook.find_grade(grade_id, NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+                grade = gradebook.find_grade(grade_id, _notebook_id(lesson), lesson.id, nbid)
                 grade.auto_score = None if test.status == "pending" else (test.score if kind == "notebook" else 0.0)
                 grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
                 if kind == "written":
-                    comment = gradebook.find_comment(grade_id, NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+                    comment = gradebook.find_comment(grade_id, _notebook_id(lesson), lesson.id, nbid)
                     comment.auto_comment = None if test.status == "pending" else test.output
         gradebook.db.commit()
 
@@ -175,7 +181,7 @@ class CellGrade:
     comment: str  # the grader's comment ("" when none)
 
 
-def read_cells(course, nbid):
+def read_cells(course, nbid, lesson):
     """``{grade_id: CellGrade}`` of one student's notebook, or ``{}`` when the database has no submission."""
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -183,7 +189,7 @@ def read_cells(course, nbid):
         return {}
     with Gradebook(db_url(course)) as gradebook:
         try:
-            notebook = gradebook.find_submission_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+            notebook = gradebook.find_submission_notebook(_notebook_id(lesson), lesson.id, nbid)
         except MissingEntry:
             return {}
         comments = {comment.name: comment.manual_comment or "" for comment in notebook.comments}
@@ -193,7 +199,7 @@ def read_cells(course, nbid):
                 for grade in notebook.grades}
 
 
-def copy_manual(source_course, target_course, nbids):
+def copy_manual(source_course, target_course, nbids, lesson):
     """Copy manual scores, extra credit and grader comments of ``nbids`` from one course database to another
     (merging shards graded by hand before the merge)."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -203,14 +209,14 @@ def copy_manual(source_course, target_course, nbids):
     with Gradebook(db_url(source_course)) as source, Gradebook(db_url(target_course)) as target:
         for nbid in nbids:
             try:
-                notebook = source.find_submission_notebook(NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+                notebook = source.find_submission_notebook(_notebook_id(lesson), lesson.id, nbid)
             except MissingEntry:
                 continue
             for grade in notebook.grades:
                 if grade.manual_score is None and grade.extra_credit is None:
                     continue
                 try:
-                    mine = target.find_grade(grade.name, NOTEBOOK_ID, paths.ASSIGNMENT_ID, nbid)
+                    mine = target.find_grade(grade.name, _notebook_id(lesson), lesson.id, nbid)
                 except MissingEntry:
                     continue
                 mine.manual_score, mine.extra_credit = grade.manual_score, grade.extra_credit
@@ -218,18 +224,18 @@ def copy_manual(source_course, target_course, nbids):
             for comment in notebook.comments:
                 if comment.manual_comment:
                     try:
-                        target.find_comment(comment.name, NOTEBOOK_ID, paths.ASSIGNMENT_ID,
+                        target.find_comment(comment.name, _notebook_id(lesson), lesson.id,
                                             nbid).manual_comment = comment.manual_comment
                     except MissingEntry:
                         continue
         target.db.commit()
 
 
-def copy_notebooks(source_course, target_course, nbid):
+def copy_notebooks(source_course, target_course, nbid, lesson):
     """Copy one student's submitted and autograded notebooks between course folders."""
     for kind in ("submitted", "autograded"):
-        source = notebook_path(source_course, kind, nbid)
+        source = notebook_path(source_course, kind, nbid, lesson)
         if source.is_file():
-            target = notebook_path(target_course, kind, nbid)
+            target = notebook_path(target_course, kind, nbid, lesson)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)

@@ -34,14 +34,10 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from . import paths
 from .remote import SubmissionFailure, WorkerCrash, bounded, public_type
 from .results import TestResult
 from .worker import protocol
 
-NOTEBOOK = "check_your_understanding.ipynb"
-SOURCE = paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
-RELEASE = paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
 MAX_CELLS = 400
 MAX_SOURCE = 1 << 20  # characters of code over all cells
 OUTPUT_BUDGET = 256 << 10  # characters of captured output kept per notebook
@@ -81,7 +77,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Assignment:
+class NotebookChecks:
     """What the trusted notebooks say: the checks, the written answers, the locked cells and the release."""
 
     checks: dict  # grade_id -> Check, in notebook order
@@ -107,9 +103,10 @@ def _hidden_lines(source):
     return frozenset(lines)
 
 
-@functools.lru_cache(maxsize=2)
-def load_assignment(source=SOURCE, release=RELEASE):
-    """The trusted notebooks, read once per process."""
+@functools.lru_cache(maxsize=4)
+def load_checks(source, release):
+    """What the trusted notebooks (the source at ``source``, its release at ``release``) say, read once per
+    process."""
     source_nb = json.loads(source.read_text(encoding="utf-8"))
     release_nb = json.loads(release.read_text(encoding="utf-8"))
     released = {_meta(cell).get("grade_id"): cell for cell in release_nb["cells"] if _meta(cell).get("grade_id")}
@@ -129,7 +126,7 @@ def load_assignment(source=SOURCE, release=RELEASE):
         elif meta.get("locked") and grade_id in released:
             locked[grade_id] = _text(released[grade_id]["source"])
     release_meta = {grade_id: dict(_meta(cell)) for grade_id, cell in released.items()}
-    return Assignment(checks, written, locked, release_meta, release_nb)
+    return NotebookChecks(checks, written, locked, release_meta, release_nb)
 
 
 # ---------------------------------------------------------------- what the student's names become in the judge
@@ -255,10 +252,10 @@ def parse(data):
     return cells, ""
 
 
-def grade_notebook(data, why_missing, remote, limits, assignment=None):
-    """Run one student's notebook (bytes, or None with ``why_missing``) and check it; never raises for anything
-    the notebook does. ``remote`` is a RemoteSubmission over the student's module files (not started yet)."""
-    assignment = assignment or load_assignment()
+def grade_notebook(data, why_missing, remote, limits, assignment):
+    """Run one student's notebook (bytes, or None with ``why_missing``) and check it against ``assignment`` (the
+    NotebookChecks); never raises for anything the notebook does. ``remote`` is a RemoteSubmission over the
+    student's module files (not started yet)."""
     cells, reason = (None, why_missing) if data is None else parse(data)
     if cells is None:
         return _empty(assignment, reason or "no notebook")
@@ -478,18 +475,20 @@ def _executed_notebook(executed, verdicts, assignment):
 
 # ---------------------------------------------------------------- one student's result
 
-def grade_into(result, intake, sandbox, launch, out_dir):
-    """``result`` (the code's) with the notebook's tests added, and its notebooks written to the nbgrader course;
-    never raises. ``launch()`` starts a worker over the student's module files (forked, IPython preloaded)."""
+def grade_into(result, intake, sandbox, launch, out_dir, lesson):
+    """``result`` (the code's) with the notebook of ``lesson`` (an Assignment) graded and its tests added, and its
+    notebooks written to the nbgrader course; never raises. ``launch()`` starts a worker over the student's
+    module files (forked, IPython preloaded)."""
 
     from . import nbgrader_record
     from .remote import RemoteSubmission
     from .submission import nbgrader_safe_name
 
-    assignment = load_assignment()
+    assignment = load_checks(lesson.source_notebook(), lesson.released_notebook())
+    name = lesson.notebook
     problem = intake.problems.get("notebook", "missing")
-    why_missing = f"no {NOTEBOOK} in the submission" if problem == "missing" else f"{NOTEBOOK} was not used: {problem}"
-    remote = RemoteSubmission(sandbox, launch, files=intake.files)
+    why_missing = f"no {name} in the submission" if problem == "missing" else f"{name} was not used: {problem}"
+    remote = RemoteSubmission(sandbox, launch, lesson.contract, files=intake.files)
     remote.deadline = time.monotonic() + sandbox.limits.notebook_seconds
     started = time.monotonic()
     try:
@@ -501,7 +500,7 @@ def grade_into(result, intake, sandbox, launch, out_dir):
     nbid = nbgrader_safe_name(result.student)
     notes = list(outcome.notes) + remote.events
     try:
-        nbgrader_record.write_notebooks(nbgrader_record.course_dir(out_dir), nbid,
+        nbgrader_record.write_notebooks(nbgrader_record.course_dir(out_dir), lesson, nbid,
                                         intake.notebook if outcome.executed is not None else None, outcome.executed)
     except OSError as error:
         notes.append(f"the executed notebook could not be written ({type(error).__name__})")

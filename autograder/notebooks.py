@@ -1,4 +1,4 @@
-"""The Check Your Understanding notebook through nbgrader's own commands: release it, and (for the bench's
+"""An assignment's nbgrader notebook through nbgrader's own commands: release it, and (for the bench's
 comparison only) autograde a class with nbgrader's own kernels.
 
 Grading itself no longer runs nbgrader's executor: see :mod:`autograder.notebook_stage` (the worker runs the
@@ -10,23 +10,21 @@ calls ``alembic``).
 import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from . import paths
 from .errors import KitError
-from .submission import NOTEBOOK, nbgrader_safe_name
+from .submission import nbgrader_safe_name
 
-SOURCE_NOTEBOOK = paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
+ENGINE_ROOT = Path(__file__).resolve().parent.parent  # on PYTHONPATH for nbgrader's kernels
 COURSE_CONFIG = """\
 # Written by python -m autograder grade: this folder is an nbgrader course for the notebook's grading.
 # Open it with formgrader to grade the written answers, then run: python -m autograder gradebook OUT_DIR
 c = get_config()
 c.CourseDirectory.root = {root!r}
-c.CourseDirectory.course_id = "mha_pe"
+c.CourseDirectory.course_id = {course_id!r}
 c.CourseDirectory.db_url = {db!r}
 c.OverwriteCells.add_missing_cells = True   # a deleted grade cell is restored (and graded)
 c.Execute.timeout = {timeout}
@@ -51,28 +49,30 @@ def run_nbgrader(args, course_dir, timeout=600, extra_env=None):
     return done
 
 
-def _write_course(course_dir, timeout=60):
+def _write_course(course_dir, assignment_id, name, source_bytes, timeout=60):
     course_dir = Path(course_dir).resolve()
-    (course_dir / "source" / paths.ASSIGNMENT_ID).mkdir(parents=True, exist_ok=True)
+    (course_dir / "source" / assignment_id).mkdir(parents=True, exist_ok=True)
     db = f"sqlite:///{course_dir / 'gradebook.db'}"
-    (course_dir / "nbgrader_config.py").write_text(COURSE_CONFIG.format(root=str(course_dir), db=db, timeout=timeout))
-    shutil.copyfile(SOURCE_NOTEBOOK, course_dir / "source" / paths.ASSIGNMENT_ID / NOTEBOOK)
+    (course_dir / "nbgrader_config.py").write_text(COURSE_CONFIG.format(root=str(course_dir), db=db, timeout=timeout,
+                                                                        course_id=assignment_id))
+    (course_dir / "source" / assignment_id / name).write_bytes(source_bytes)
     return course_dir
 
 
-def release_notebook(source=SOURCE_NOTEBOOK):
-    """The student version of the source notebook, as ``nbgrader generate_assignment`` writes it (bytes)."""
-    return _release_notebook(Path(source).read_bytes())
+def release_notebook(source, assignment_id):
+    """The student version of the ``source`` notebook of assignment ``assignment_id``, as ``nbgrader
+    generate_assignment`` writes it (bytes)."""
+    source = Path(source)
+    return _release_notebook(source.read_bytes(), source.name, assignment_id)
 
 
 @functools.lru_cache(maxsize=4)
-def _release_notebook(source_bytes):
+def _release_notebook(source_bytes, name, assignment_id):
     # A pure function of the source's bytes, so one process runs nbgrader once per version of the notebook.
-    with tempfile.TemporaryDirectory(prefix="mha-pe-nbgrader-") as tmp:
-        course = _write_course(tmp)
-        (course / "source" / paths.ASSIGNMENT_ID / NOTEBOOK).write_bytes(source_bytes)
-        run_nbgrader(["generate_assignment", paths.ASSIGNMENT_ID, "--force"], course)
-        return (course / "release" / paths.ASSIGNMENT_ID / NOTEBOOK).read_bytes()
+    with tempfile.TemporaryDirectory(prefix="nbgrader-") as tmp:
+        course = _write_course(tmp, assignment_id, name, source_bytes)
+        run_nbgrader(["generate_assignment", assignment_id, "--force"], course)
+        return (course / "release" / assignment_id / name).read_bytes()
 
 
 def nbgrader_id(student):
@@ -80,22 +80,26 @@ def nbgrader_id(student):
     return nbgrader_safe_name(student)
 
 
-def autograde(course_dir, submissions, timeout=60):
+def autograde(course_dir, assignment, submissions, timeout=60):
     """nbgrader's own ``autograde`` of ``{student: notebook bytes}`` in ``course_dir`` (kernels unsandboxed):
     the bench's yardstick for the notebook stage. Returns nothing; nbgrader's database holds the scores."""
-    course = _write_course(course_dir, timeout)
+    source = assignment.source_notebook()
+    course = _write_course(course_dir, assignment.id, source.name, source.read_bytes(), timeout)
     for student, notebook in submissions.items():
-        target = course / "submitted" / nbgrader_id(student) / paths.ASSIGNMENT_ID
+        target = course / "submitted" / nbgrader_id(student) / assignment.id
         target.mkdir(parents=True, exist_ok=True)
-        (target / NOTEBOOK).write_bytes(notebook)
-    run_nbgrader(["generate_assignment", paths.ASSIGNMENT_ID, "--force"], course)
-    run_nbgrader(["autograde", paths.ASSIGNMENT_ID, "--create", "--force"], course,
-                 timeout=max(600, 30 * len(submissions) * timeout), extra_env={"PYTHONPATH": str(paths.REPO_ROOT)})
+        (target / source.name).write_bytes(notebook)
+    run_nbgrader(["generate_assignment", assignment.id, "--force"], course)
+    run_nbgrader(["autograde", assignment.id, "--create", "--force"], course,
+                 timeout=max(600, 30 * len(submissions) * timeout), extra_env={"PYTHONPATH": str(ENGINE_ROOT)})
 
 
-def source_cells():
-    """``{grade_id: (points, autograded)}`` of the source notebook's graded cells."""
-    notebook = json.loads(SOURCE_NOTEBOOK.read_text())
+def source_cells(assignment):
+    """``{grade_id: (points, autograded)}`` of the assignment's source notebook's graded cells (``{}`` without
+    a notebook)."""
+    if assignment.notebook is None:
+        return {}
+    notebook = json.loads(assignment.source_notebook().read_text())
     cells = {}
     for cell in notebook["cells"]:
         meta = cell.get("metadata", {}).get("nbgrader", {})

@@ -1,4 +1,4 @@
-"""Run the released public tests (plain pytest, in a child process) against any ``mha_pe`` package.
+"""Run an assignment's released public tests (plain pytest, in a child process) against any copy of its package.
 
 The kit uses this to show that the public tests pass on the reference
 solutions and fail cleanly on the stubs; students get the same tests and run
@@ -16,7 +16,6 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
 
 
 @dataclass(frozen=True)
@@ -52,12 +51,14 @@ def _read_report(report):
     return outcomes, messages
 
 
-def run_public_tests(package_parent, tests_dir=None, timeout=300):
-    """Run the public tests with ``import mha_pe`` resolving inside ``package_parent``."""
-    tests_dir = Path(tests_dir or paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / "tests")
+def run_public_tests(package_parent, assignment, tests_dir=None, timeout=300):
+    """Run ``assignment``'s public tests with ``import <package>`` resolving inside ``package_parent`` (the
+    tests' conftest reads the folder from ``assignment.package_variable``)."""
+    tests_dir = Path(tests_dir or assignment.release / "tests")
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
-        env = dict(os.environ, MHA_PE_PATH=str(Path(package_parent).resolve()), PYTHONDONTWRITEBYTECODE="1")
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        env[assignment.package_variable] = str(Path(package_parent).resolve())
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
         completed = subprocess.run(
             command + ["--rootdir", str(tests_dir), str(tests_dir)],
@@ -67,14 +68,15 @@ def run_public_tests(package_parent, tests_dir=None, timeout=300):
     return PublicRun(outcomes=outcomes, exit_code=completed.returncode, messages=messages)
 
 
-def run_public_tests_many(package_parents, tests_dir=None, timeout=600):
-    """``{folder: PublicRun}``: the public tests against each folder holding an ``mha_pe`` package, all in one child
-    process (a pytest session each, torch imported once: a fraction of a second per folder)."""
-    tests_dir = Path(tests_dir or paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID / "tests").resolve()
+def run_public_tests_many(package_parents, assignment, tests_dir=None, timeout=600):
+    """``{folder: PublicRun}``: ``assignment``'s public tests against each folder holding its package, all in one
+    child process (a pytest session each, torch imported once: a fraction of a second per folder)."""
+    tests_dir = Path(tests_dir or assignment.release / "tests").resolve()
     folders = [str(Path(folder).resolve()) for folder in package_parents]
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
-        spec.write_text(json.dumps({"tests": str(tests_dir), "folders": folders, "out": tmp}))
+        spec.write_text(json.dumps({"tests": str(tests_dir), "folders": folders, "out": tmp,
+                                    "package": assignment.id, "variable": assignment.package_variable}))
         subprocess.run([sys.executable, "-m", "autograder.public_tests", str(spec)], capture_output=True, text=True,
                        timeout=timeout, stdin=subprocess.DEVNULL, check=True,
                        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
@@ -88,17 +90,17 @@ def run_public_tests_many(package_parents, tests_dir=None, timeout=600):
 
 def _run_in_turn(spec_path):
     """The child of :func:`run_public_tests_many`: one pytest session per folder, forgetting the previous
-    folder's ``mha_pe``, test modules and conftest (which puts ``MHA_PE_PATH`` on ``sys.path``) in between."""
+    folder's package, test modules and conftest (which puts the folder on ``sys.path``) in between."""
     import pytest
 
     spec = json.loads(Path(spec_path).read_text())
     tests_dir, base_path = spec["tests"], list(sys.path)
     for index, folder in enumerate(spec["folders"]):
-        for name in [name for name in sys.modules if name.split(".")[0] in ("mha_pe", "conftest")
+        for name in [name for name in sys.modules if name.split(".")[0] in (spec["package"], "conftest")
                      or name.startswith("test_")]:
             del sys.modules[name]
         sys.path[:] = base_path
-        os.environ["MHA_PE_PATH"] = folder
+        os.environ[spec["variable"]] = folder
         report = Path(spec["out"]) / f"{index}.xml"
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             code = pytest.main(["-q", "-p", "no:cacheprovider", f"--junitxml={report}", "--rootdir", tests_dir,

@@ -1,4 +1,4 @@
-"""Load the reference solutions in-process, under a name that cannot collide with a student's ``mha_pe``.
+"""Load the reference solutions in-process, under a name that cannot collide with a student's package.
 
 Only trusted code is loaded this way (the instructor's ``solutions/``);
 student code never enters the judge's process.
@@ -8,7 +8,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from . import paths
 from .errors import KitError
 
 
@@ -31,6 +30,6 @@ def load_package(package_dir, module_name):
     return module
 
 
-def load_reference():
-    """The reference ``mha_pe`` package from ``solutions/``, imported as ``mha_pe_reference``."""
-    return load_package(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID, "mha_pe_reference")
+def load_reference(assignment):
+    """The assignment's reference package (its ``solutions`` folder), imported as ``<id>_reference``."""
+    return load_package(assignment.solutions, f"{assignment.id}_reference")

@@ -154,7 +154,7 @@ def render_release(source):
         elif path.suffix == ".ipynb":
             from .notebooks import release_notebook  # nbgrader's own generate_assignment
 
-            data = release_notebook(path)
+            data = release_notebook(path, source.name)  # the package folder is named for the assignment
         files[rel.as_posix()] = data
     return files
 
@@ -192,16 +192,14 @@ def write_release(source, target):
     return changed
 
 
-def release(solutions_dir, assignments_dir, assignment_id, check=False):
-    """The ``release`` command: regenerate (or with ``check``, verify) one assignment.
-
-    Returns ``(ok, lines)``: the lines describe what was written or what differs.
-    """
-    source, target = Path(solutions_dir) / assignment_id, Path(assignments_dir) / assignment_id
+def release(assignment, check=False):
+    """The ``release`` command: regenerate (or with ``check``, verify) ``assignment``'s student package from its
+    reference. Returns ``(ok, lines)``: the lines describe what was written or what differs."""
+    source, target = assignment.solutions, assignment.release
     if check:
         problems = diff_release(source, target)
         if problems:
-            return False, problems + ["run 'python -m autograder release' to regenerate assignments/"]
-        return True, [f"assignments/{assignment_id} matches solutions/{assignment_id}"]
+            return False, problems + [f"run 'python -m autograder release' to regenerate {target}"]
+        return True, [f"{target} matches {source}"]
     changed = write_release(source, target)
-    return True, changed or [f"assignments/{assignment_id} already up to date"]
+    return True, changed or [f"{target} already up to date"]

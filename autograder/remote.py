@@ -1,7 +1,7 @@
 """The judge's side of a worker: start it, ask it for calls, and turn every way a call can go wrong into an exception.
 
 :class:`RemoteSubmission` is what the hidden tests see as ``student``. Calling
-``student.split_heads(x, 4)`` sends a request to the sandboxed worker and
+``student.some_function(x, 4)`` sends a request to the sandboxed worker and
 returns plain data (tensors built from bytes). Anything that goes wrong becomes
 a :class:`SubmissionFailure` subclass, so the judge can tell "the student's
 code failed" from "the hidden test's assertion failed".
@@ -17,7 +17,8 @@ import time
 
 import torch
 
-from .worker import contract, protocol
+from .worker import protocol
+from .worker.contract import Contract
 
 # What the judge keeps of a student's text (exception messages, type names): enough for the instructor.
 TEXT_LIMIT = 400
@@ -26,7 +27,7 @@ NAME_LIMIT = 100
 # any text in its name, hidden inputs included).
 PUBLIC_TYPES = frozenset(name for name, value in vars(builtins).items() if isinstance(value, type)) | {
     "Tensor", "Parameter", "NoneType", "function", "module", "MissingFile", "MissingName"}
-_WHERE = re.compile(r"^(%s)\.py:(\d{1,6})$" % "|".join(map(re.escape, contract.MODULES)))
+_WHERE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,99})\.py:(\d{1,6})$")
 
 
 def bounded(text, limit):
@@ -48,16 +49,17 @@ def public_type(mro, fallback="an exception of a class of its own"):
     return fallback
 
 
-def clean_record(record, lines=None):
-    """A worker's error record with every field checked and bounded; ``lines`` maps module -> line count, to
-    check ``where`` against the student's files."""
+def clean_record(record, lines=None, modules=None):
+    """A worker's error record with every field checked and bounded; ``where`` is kept only when it names one
+    of ``modules`` (the student files) and, with ``lines`` (module -> line count), a line that exists."""
     record = record if isinstance(record, dict) else {}
     mro = record.get("mro")
     mro = [_text(item, NAME_LIMIT) for item in mro[:20]] if isinstance(mro, list) else []
     kind = _text(record.get("type"), NAME_LIMIT) or "Exception"
     where = _text(record.get("where"), 200)
     match = _WHERE.match(where)
-    if not match or (lines is not None and not 1 <= int(match.group(2)) <= lines.get(match.group(1), 0)):
+    if not match or (modules is not None and match.group(1) not in modules) or (
+            lines is not None and not 1 <= int(match.group(2)) <= lines.get(match.group(1), 0)):
         where = None
     return {"type": kind, "mro": mro or [kind], "message": _text(record.get("message")), "where": where,
             "cause": _text(record.get("cause"), NAME_LIMIT), "module": _text(record.get("module"), NAME_LIMIT)}
@@ -93,11 +95,11 @@ class StudentError(SubmissionFailure):
 
 
 class ImportFailure(SubmissionFailure):
-    def __init__(self, module, record, label=""):
+    def __init__(self, module, record, label="", names=()):
         super().__init__()
         self.module = module
         cause, where = record["cause"] or record["type"], record["where"]
-        missing = label.split(".")[0] if label.split(".")[0] in contract.NAMES else "a name the tests need"
+        missing = label.split(".")[0] if label.split(".")[0] in names else "a name the tests need"
         if cause == "MissingFile":
             self.summary = f"{module}.py is missing from the submission"
         elif cause == "MissingName":
@@ -221,8 +223,9 @@ def fake_result(reply):
 class RemoteSubmission:
     """One student's submission behind a (restartable) sandboxed worker."""
 
-    def __init__(self, sandbox, launch, forbidden=None, worker=None, files=None):
+    def __init__(self, sandbox, launch, contract: Contract, forbidden=None, worker=None, files=None):
         self.sandbox, self.launch = sandbox, launch  # launch() starts a fresh worker over this submission
+        self.contract = contract
         self.forbidden = forbidden or {}  # name -> set of APIs found by the static scan
         # Line counts of the student's files: a place the worker names must exist in them.
         self.lines = {module: data.count(b"\n") + 1 for module, data in (files or {}).items()}
@@ -341,17 +344,18 @@ class RemoteSubmission:
             raise WorkerCrash(label, detail) from None
         forbidden = reply.get("forbidden")
         if forbidden:
-            known = set(contract.FORBIDDEN.values())
+            known = set(self.contract.forbidden)
             apis = [api for api in forbidden if isinstance(api, str) and api in known] if isinstance(
                 forbidden, list) else []
             raise ForbiddenCall(label, apis[:5] or sorted(known)[:1])
         if "error" in reply:
-            record = clean_record(reply["error"], self.lines)
+            record = clean_record(reply["error"], self.lines, self.contract.modules)
             if record["type"] == "ImportFailed":
-                module = record["module"] if record["module"] in contract.MODULES else message.get("module")
-                if module not in contract.MODULES:
-                    module = contract.NAMES.get(message.get("name"), contract.MODULES[0])
-                failure = ImportFailure(module, record, label)
+                modules = self.contract.modules
+                module = record["module"] if record["module"] in modules else message.get("module")
+                if module not in modules:
+                    module = self.contract.names.get(message.get("name"), modules[0])
+                failure = ImportFailure(module, record, label, self.contract.names)
                 self.broken_modules[module] = failure
                 raise failure
             raise StudentError(label, record)
@@ -370,7 +374,7 @@ class RemoteSubmission:
         static = self.forbidden.get(name)
         if static:
             raise ForbiddenCall(label, static)
-        self._ensure_module(contract.NAMES[name], label)
+        self._ensure_module(self.contract.names[name], label)
         worker = self._worker(label)
         try:
             return self._exchange(worker, message, label)
@@ -402,8 +406,9 @@ class RemoteSubmission:
                                                      "kwargs": kwargs, "fake": True}))
 
     def __getattr__(self, name):
-        if name not in contract.NAMES:
+        contract = self.__dict__.get("contract")  # looked up without __getattr__: never a recursion
+        if contract is None or name not in contract.names:
             raise AttributeError(name)
-        if name in contract.CLASSES:
+        if name in contract.classes:
             return lambda *args, **kwargs: self.new(name, *args, **kwargs)
         return lambda *args, **kwargs: self.call(name, *args, **kwargs)

@@ -136,12 +136,12 @@ def worker_environment(sandbox):
     return env
 
 
-def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None, writable=()):
+def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None, writable=(), extra_env=None):
     """The bwrap command line that runs ``command`` (a list) with the runtime, the worker code and ``binds``
     (read-only ``(source, target)`` pairs; ``writable`` ones are read-write). ``network=True`` keeps the host's
     network namespace; ``info_fd`` receives bwrap's JSON with the host pid of the sandbox's first process (whose
     end is the sandbox's end)."""
-    env = worker_environment(sandbox)
+    env = dict(worker_environment(sandbox), **(extra_env or {}))
     made = {Path("/tmp")}
     args = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"] + ([] if network else ["--unshare-net"])
@@ -173,12 +173,13 @@ def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None, wri
     return args + ["--"] + inner + command
 
 
-def _unsandboxed(sandbox, command, scratch_dir):
+def _unsandboxed(sandbox, command, scratch_dir, extra_env=None):
     """``(argv, env, cwd)`` for ``--sandbox none``: a private copy of the worker package, a scrubbed environment."""
     code = Path(scratch_dir) / "grader"
     if not (code / "worker").is_dir():
         shutil.copytree(WORKER_DIR, code / "worker", ignore=shutil.ignore_patterns("__pycache__"))
-    env = dict(worker_environment(sandbox), PYTHONPATH=str(code), HOME=str(scratch_dir), MPLCONFIGDIR=str(scratch_dir))
+    env = dict(worker_environment(sandbox), **(extra_env or {}), PYTHONPATH=str(code), HOME=str(scratch_dir),
+               MPLCONFIGDIR=str(scratch_dir))
     return command, env, str(scratch_dir)
 
 
@@ -194,7 +195,7 @@ def _read_only_roots(code_dir, submission_dir):
     return roots
 
 
-def _confined(sandbox, command, scratch_dir, submission_dir):
+def _confined(sandbox, command, scratch_dir, submission_dir, extra_env=None):
     """``(argv, env, cwd)`` for ``--sandbox uid``: the worker's code copied into the scratch folder, a home of
     its own user's, and the plan it confines itself by (read: the runtime, its code and the submission; write:
     its home)."""
@@ -212,7 +213,8 @@ def _confined(sandbox, command, scratch_dir, submission_dir):
         os.chown(path, uid, uid)
         os.chmod(path, 0o500 if path.is_dir() else 0o400)
     plan = {"uid": uid, "gid": uid, "read": _read_only_roots(code, submission_dir), "write": [str(home)]}
-    env = dict(worker_environment(sandbox), PYTHONPATH=str(code), HOME=str(home), MPLCONFIGDIR=str(home),
+    env = dict(worker_environment(sandbox), **(extra_env or {}), PYTHONPATH=str(code), HOME=str(home),
+               MPLCONFIGDIR=str(home),
                TMPDIR=str(home), GRADER_CONFINE=json.dumps(plan))
     return command, env, str(home)
 
@@ -223,21 +225,22 @@ def confined_uid(env):
     return json.loads(plan)["uid"] if plan else None
 
 
-def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=None):
-    """``(argv, env, cwd)`` that start one worker over ``submission_dir`` talking on ``in_fd``/``out_fd``."""
+def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=None, extra_env=None):
+    """``(argv, env, cwd)`` that start one worker over ``submission_dir`` talking on ``in_fd``/``out_fd``;
+    ``extra_env`` (the contract, the lesson's warm-up) joins the worker's scrubbed environment."""
     python = [sys.executable, "-B", "-m", "worker.main", str(in_fd), str(out_fd)]
     if sandbox.mode == "none":
-        return _unsandboxed(sandbox, python + [str(submission_dir)], scratch_dir)
+        return _unsandboxed(sandbox, python + [str(submission_dir)], scratch_dir, extra_env)
     if sandbox.mode == "uid":
-        return _confined(sandbox, python + [str(submission_dir)], scratch_dir, submission_dir)
-    return (_bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"], info_fd=info_fd), {},
-            str(scratch_dir))
+        return _confined(sandbox, python + [str(submission_dir)], scratch_dir, submission_dir, extra_env)
+    return (_bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"], info_fd=info_fd,
+                   extra_env=extra_env), {}, str(scratch_dir))
 
 
-def zygote_command(sandbox, control_fd, scratch_dir, info_fd=None):
+def zygote_command(sandbox, control_fd, scratch_dir, info_fd=None, extra_env=None):
     """``(argv, env, cwd)`` that start a zygote (no submission visible to it) on the socket ``control_fd``."""
     python = [sys.executable, "-B", "-m", "worker.zygote", str(control_fd)]
-    return _bwrap(sandbox, [], python, info_fd=info_fd), {}, str(scratch_dir)
+    return _bwrap(sandbox, [], python, info_fd=info_fd, extra_env=extra_env), {}, str(scratch_dir)
 
 
 # The uid trial confines itself as a worker does, then imports modules no worker has loaded yet: the runtime must
@@ -257,7 +260,7 @@ except OSError:
 def _trial(sandbox):
     """Start a real worker command that only prints; return None when it works, else the reason (and for uid,
     the Landlock ABI in use as ``(None, abi)``)."""
-    with tempfile.TemporaryDirectory(prefix="mha-pe-probe-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="grader-probe-") as tmp:
         submission = Path(tmp) / "submission"
         submission.mkdir()
         argv, env, cwd = worker_command(sandbox, submission, 0, 1, tmp)

@@ -21,16 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
-from .worker import contract
+from .worker.contract import Contract
 
 MAX_FILE_BYTES = 1 << 20
 MAX_NOTEBOOK_BYTES = 8 << 20
 MAX_ENTRIES = 5000  # folders and files looked at in one student's folder (version control's own folders aside)
 MAX_DEPTH = 8
-NOTEBOOK = "check_your_understanding.ipynb"
-# Where the three files may sit inside a student's folder, most specific first.
-LAYOUTS = (("assignments", contract.PACKAGE), (contract.PACKAGE,), ())
 SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", ".venv", "node_modules"}
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -52,6 +48,7 @@ class Intake:
     files: dict[str, bytes] = field(default_factory=dict)
     notebook: bytes | None = None
     problems: dict[str, str] = field(default_factory=dict)
+    notebook_name: str = "the notebook"
 
     def notes(self) -> list[str]:
         """The problems worth telling the student and the instructor about (a missing file says so itself)."""
@@ -59,7 +56,7 @@ class Intake:
         for what, problem in sorted(self.problems.items()):
             if problem == "missing":
                 continue
-            label = {"folder": "the submission folder", "notebook": NOTEBOOK}.get(what, f"{what}.py")
+            label = {"folder": "the submission folder", "notebook": self.notebook_name}.get(what, f"{what}.py")
             notes.append(f"{label} was not used: {problem}")
         return notes
 
@@ -163,11 +160,17 @@ def _walk(root: int, budget: list[int], depth: int = 0, where: tuple[str, ...] =
                     os.close(child)
 
 
-def _module_folder(root: int) -> tuple[int, list[str]]:
+def layouts(package: str) -> tuple[tuple[str, ...], ...]:
+    """Where the student files may sit inside a student's folder, most specific first: the repository's
+    ``assignments/<package>/``, ``<package>/``, or laid flat."""
+    return (("assignments", package), (package,), ())
+
+
+def _module_folder(root: int, contract: Contract) -> tuple[int, list[str]]:
     """The descriptor of the first layout folder holding any module file (the root itself at worst), and notes
     about layout folders that were links."""
     notes = []
-    for layout in LAYOUTS:
+    for layout in layouts(contract.package):
         fds, current = [], root
         for name in layout:
             try:
@@ -182,7 +185,7 @@ def _module_folder(root: int) -> tuple[int, list[str]]:
                 break
             fds.append(current)
         found = current is not None and any(
-            _exists(current, f"{module}.py") for module in contract.MODULES)
+            _exists(current, f"{module}.py") for module in contract.modules)
         for fd in fds[:-1] if found else fds:
             os.close(fd)
         if found:
@@ -198,53 +201,56 @@ def _exists(parent: int, name: str) -> bool:
         return False
 
 
-def read_submission(folder: str | os.PathLike, notebook: bool = True) -> Intake:
-    """Read a student folder (the repository layout or the files laid flat); never raises.
+def read_submission(folder: str | os.PathLike, contract: Contract, notebook: str | None = None) -> Intake:
+    """Read a student folder (the repository layout or the files laid flat) for the files ``contract`` names,
+    and the notebook called ``notebook`` when one is asked for; never raises.
 
     The module files come from the first layout that holds any of them; the notebook is the one beside them, or
     else the first found below the folder.
     """
+    label = notebook or "the notebook"
     try:
         root = _open_folder(Path(folder))
     except Refused as refused:
-        return Intake(problems={"folder": str(refused)})
+        return Intake(problems={"folder": str(refused)}, notebook_name=label)
     try:
-        return _read(root, notebook)
+        return _read(root, contract, notebook)
     except Refused as refused:
-        return Intake(problems={"folder": str(refused)})
+        return Intake(problems={"folder": str(refused)}, notebook_name=label)
     except OSError as error:  # anything else the file system says: this student's problem only
-        return Intake(problems={"folder": f"it could not be read ({os.strerror(error.errno or 0)})"})
+        return Intake(problems={"folder": f"it could not be read ({os.strerror(error.errno or 0)})"},
+                      notebook_name=label)
     finally:
         os.close(root)
 
 
-def _read(root: int, want_notebook: bool) -> Intake:
+def _read(root: int, contract: Contract, notebook_name: str | None) -> Intake:
     budget = [MAX_ENTRIES]
     found = list(_walk(root, budget))  # bounds the whole folder before anything in it is read
-    source, layout_notes = _module_folder(root)
+    source, layout_notes = _module_folder(root, contract)
     files, problems = {}, {}
     try:
-        for module in contract.MODULES:
+        for module in contract.modules:
             try:
                 files[module] = read_regular(source, f"{module}.py", MAX_FILE_BYTES)
             except Refused as refused:
                 problems[module] = str(refused)
         notebook = None
-        if want_notebook:
-            notebook = _read_notebook(root, source, found, problems)
+        if notebook_name:
+            notebook = _read_notebook(root, source, found, problems, notebook_name)
     finally:
         if source != root:
             os.close(source)
     if layout_notes:
         problems["folder"] = "; ".join(layout_notes)
-    return Intake(files, notebook, problems)
+    return Intake(files, notebook, problems, notebook_name or "the notebook")
 
 
-def _read_notebook(root: int, source: int, found: list[tuple[str, ...]], problems: dict) -> bytes | None:
-    candidates = [path for path in found if path[-1] == NOTEBOOK]
-    if _exists(source, NOTEBOOK):
+def _read_notebook(root: int, source: int, found: list[tuple[str, ...]], problems: dict, name: str) -> bytes | None:
+    candidates = [path for path in found if path[-1] == name]
+    if _exists(source, name):
         try:
-            return read_regular(source, NOTEBOOK, MAX_NOTEBOOK_BYTES)
+            return read_regular(source, name, MAX_NOTEBOOK_BYTES)
         except Refused as refused:
             problems["notebook"] = str(refused)
             return None
@@ -267,36 +273,46 @@ def _read_notebook(root: int, source: int, found: list[tuple[str, ...]], problem
     return None
 
 
-def read_files(folder: str | os.PathLike) -> tuple[dict[str, bytes], dict[str, str]]:
-    """``({module: bytes}, {module: reason it is unusable})`` for the student's three files."""
-    intake = read_submission(folder, notebook=False)
+def read_files(folder: str | os.PathLike, contract: Contract) -> tuple[dict[str, bytes], dict[str, str]]:
+    """``({module: bytes}, {module: reason it is unusable})`` for the student's files."""
+    intake = read_submission(folder, contract)
     return intake.files, intake.problems
 
 
-def stage(files: dict[str, bytes], destination: str | os.PathLike) -> Path:
-    """Write the student's files, world-readable, into a fresh ``destination`` folder; return it."""
+def stage(files: dict[str, bytes], destination: str | os.PathLike, modules: tuple[str, ...]) -> Path:
+    """Write the student's files (those of ``modules``), world-readable, into a fresh ``destination`` folder;
+    return it."""
     destination = Path(destination)
     if destination.exists():
         shutil.rmtree(destination)
     destination.mkdir(parents=True)
     destination.chmod(0o755)
     for module, data in files.items():
-        if module in contract.MODULES:
+        if module in modules:
             target = destination / f"{module}.py"
             target.write_bytes(data)
             target.chmod(0o644)
     return destination
 
 
-def grader_fingerprint() -> str:
-    """Hash of everything that decides a grade: the engine, the hidden tests and the reference."""
+# The engine's code that decides grades: the judge's side, the worker, intake. Reports, shipping and tools
+# (bench, demo, release, Classroom, Gradescope) do not, so editing them keeps saved results (``--resume``).
+GRADING_CODE = ("assignment.py", "forbidden.py", "hidden_suite.py", "judge.py", "notebook_stage.py", "reference.py",
+                "remote.py", "results.py", "rubric.py", "sandbox.py", "submission.py", "worker")
+
+
+def grader_fingerprint(inputs: list[Path]) -> str:
+    """Hash of everything that decides a grade: the engine's grading code (``GRADING_CODE``) and the
+    assignment's ``inputs`` (its reference, hidden tests, notebook, descriptor: ``Assignment.grading_inputs``)."""
+    engine = Path(__file__).resolve().parent
+    paths = []
+    for name in GRADING_CODE:
+        path = engine / name
+        paths += sorted(path.rglob("*.py")) if path.is_dir() else [path]
     digest = hashlib.sha256()
-    for root in (paths.REPO_ROOT / "autograder", paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID):
-        for path in sorted(root.rglob("*.py")):
-            digest.update(path.relative_to(paths.REPO_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
-    for root in (paths.SOLUTIONS_DIR, paths.ASSIGNMENTS_DIR):  # the notebook's checks and its release
-        path = root / paths.ASSIGNMENT_ID / NOTEBOOK
-        digest.update(path.relative_to(paths.REPO_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    for path in paths + [Path(path) for path in inputs]:
+        name = Path(os.path.relpath(path, engine)).as_posix()  # the same on every checkout of the kit
+        digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

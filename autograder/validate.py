@@ -1,12 +1,12 @@
 """``python -m autograder validate``: prove the grader on known submissions, through the same path as ``grade``.
 
 * the reference solutions get full marks and the released stubs zero;
-* every catalogued bug (``tests/catalogue/bugs.toml``) loses points, fails each hidden test it names, and
+* every catalogued bug (the assignment's ``catalogue/bugs.toml``) loses points, fails each hidden test it names, and
   fails at least one visible test whose feedback names its concept (the mutation score);
 * the diagnosis matrix: for each bug, the tests it fails, each marked on or off the concepts (topics) the bug
   declares; the precision is the share of all failing tests that are on their bug's concepts (goal
   :data:`PRECISION_GOAL`);
-* every correct variant (``tests/catalogue/variants.toml``) keeps every point, except the tests it is allowed
+* every correct variant (``catalogue/variants.toml``) keeps every point, except the tests it is allowed
   to lose;
 * no hidden test broke on the grader's side;
 * with ``require_cuda`` (``make gpu-check``), CUDA is present and no GPU check was skipped.
@@ -17,14 +17,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
+from . import assignment as assignments
 from .errors import KitError
 from .grading import grade_class
 from .hidden_suite import HiddenSuite
 from .judge import CHECK_CRASHED
 from .mutants import build, copy_package, load_catalogue
 
-CATALOGUE = paths.REPO_ROOT / "tests" / "catalogue"
 PRECISION_GOAL = 0.95
 FORBIDDEN_MARK = "asks you to build it yourself"  # remote.ForbiddenCall's summary
 RAISED_AT = re.compile(r" at (\w+)\.py:(\d+)")
@@ -61,8 +60,8 @@ def charged_to(test, topic, own_lines=frozenset()):
     """The concept a failed test is charged to: its own topic, unless the failure shows another cause.
 
     A forbidden API fails every test that reaches it (``forbidden``). A test that fails because the bug's own
-    line raised (a ``combine_heads`` whose ``.view`` raises, inside the module's forward) names that line in its
-    feedback ("raised RuntimeError at heads.py:58"): it points at the bug, not at the test's concept
+    line raised (a helper whose ``.view`` raises, inside a module's forward) names that line in its feedback
+    ("raised RuntimeError at <file>.py:58"): it points at the bug, not at the test's concept
     (``own code raised``).
     """
     if FORBIDDEN_MARK in test.output:
@@ -102,11 +101,10 @@ def _judge_variant(variant, result):
     return (not lost), (f"lost points on: {', '.join(lost)}" if lost else "")
 
 
-def assess(results, bugs, variants, topics=None, require_cuda=False, lines=None):
+def assess(results, bugs, variants, topics, require_cuda=False, lines=None):
     """Turn graded results into verdicts (pure: no grading happens here). ``topics``: {hidden test id: concept};
     ``lines``: {bug id: the lines its edits wrote, see :func:`edited_lines`}."""
     lines = lines or {}
-    topics = topics if topics is not None else HiddenSuite.collect().topics
     verdicts = []
     for student, result in sorted(results.items()):
         grader_notes = [note for note in result.notes if note.startswith(("grader problem", "grading failed"))
@@ -156,25 +154,29 @@ def _cuda_check():
                        f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'})")
 
 
-def validate(sandbox_mode="auto", jobs=2, emit=print, catalogue=CATALOGUE, require_cuda=False):
-    """Grade every known submission, print the table, the mutation score, the diagnosis matrix and its precision;
-    return True when all is as expected. ``require_cuda``: refuse to run without CUDA, and fail on any GPU check
-    skipped."""
+def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assignment=None) -> bool:
+    """Grade every known submission of ``assignment`` (the kit's lesson by default): its reference, its stubs,
+    its catalogue's bugs and variants; print the table, the mutation score, the diagnosis matrix and its
+    precision; return True when all is as expected. ``require_cuda``: refuse to run without CUDA, and fail on
+    any GPU check skipped."""
     if require_cuda:
         _cuda_check()
-    bugs = {bug.id: bug for bug in load_catalogue(Path(catalogue) / "bugs.toml", "bug")}
-    variants = {variant.id: variant for variant in load_catalogue(Path(catalogue) / "variants.toml", "variant")}
-    with tempfile.TemporaryDirectory(prefix="mha-pe-validate-") as tmp:
+    assignment = assignments.resolve(assignment)
+    modules = assignment.contract.modules
+    bugs = {bug.id: bug for bug in load_catalogue(assignment.catalogue / "bugs.toml", "bug")}
+    variants = {variant.id: variant for variant in load_catalogue(assignment.catalogue / "variants.toml", "variant")}
+    with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         class_dir = Path(tmp) / "class"
-        copy_package(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID, class_dir / "reference")
-        copy_package(paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID, class_dir / "stubs")
+        copy_package(assignment.solutions, class_dir / "reference", modules)
+        copy_package(assignment.release, class_dir / "stubs", modules)
         for mutant in [*bugs.values(), *variants.values()]:
-            build(mutant, class_dir / mutant.id)
+            build(mutant, class_dir / mutant.id, assignment)
         lines = {bug.id: edited_lines(bug, class_dir / bug.id) for bug in bugs.values()}
         results = {result.student: result for result in grade_class(class_dir, Path(tmp) / "out", jobs=jobs,
                                                                       sandbox_mode=sandbox_mode, emit=lambda line: None,
-                                                                      skip_notebook=True)}
-    verdicts = assess(results, bugs, variants, require_cuda=require_cuda, lines=lines)
+                                                                      skip_notebook=True, assignment=assignment)}
+    topics = HiddenSuite.collect(assignment.hidden_tests).topics
+    verdicts = assess(results, bugs, variants, topics, require_cuda=require_cuda, lines=lines)
     emit(f"{'submission':<34} {'kind':<9} {'score':>9}  verdict")
     for verdict in verdicts:
         emit(f"{verdict.student:<34} {verdict.kind:<9} {verdict.score:>4g}/{verdict.max_score:<4g}  "

@@ -23,6 +23,8 @@ from pathlib import Path
 from . import sandbox as sandboxes
 from .submission import stage
 from .worker import protocol
+from .worker.contract import ENV as CONTRACT_ENV
+from .worker.main import WARM_UP_ENV
 
 
 class _CappedOutput(threading.Thread):
@@ -209,12 +211,12 @@ def _remove_owned(uid):
 class WorkerProcess(_Channel):
     """A worker in a sandbox of its own (one bwrap per worker). ``ready`` waits for its hello."""
 
-    def __init__(self, sandbox, submission_dir, scratch_dir):
+    def __init__(self, sandbox, submission_dir, scratch_dir, extra_env=None):
         to_worker_r, to_worker = os.pipe()
         from_worker, from_worker_w = os.pipe()
         try:
             self.sandboxed = _Sandboxed(sandbox, lambda info: sandboxes.worker_command(
-                sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir, info_fd=info),
+                sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir, info_fd=info, extra_env=extra_env),
                 (to_worker_r, from_worker_w))
         finally:
             os.close(to_worker_r)
@@ -277,12 +279,12 @@ class Zygote:
     Starting it costs a torch import once; each worker it forks then costs a few milliseconds.
     """
 
-    def __init__(self, sandbox, scratch_dir):
+    def __init__(self, sandbox, scratch_dir, extra_env=None):
         self.sandbox = sandbox
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.sandboxed = _Sandboxed(sandbox, lambda info: sandboxes.zygote_command(
-                sandbox, theirs.fileno(), scratch_dir, info_fd=info), (theirs.fileno(),))
+                sandbox, theirs.fileno(), scratch_dir, info_fd=info, extra_env=extra_env), (theirs.fileno(),))
         finally:
             theirs.close()
         self.process = self.sandboxed.process
@@ -374,10 +376,15 @@ class Zygote:
 
 
 class WorkerFactory:
-    """Starts the workers of one judge process; owns its zygote (if any)."""
+    """Starts the workers of one judge process for one assignment; owns its zygote (if any)."""
 
-    def __init__(self, sandbox, scratch_root):
+    def __init__(self, sandbox, scratch_root, assignment):
         self.sandbox, self.scratch_root = sandbox, Path(scratch_root)
+        self.contract = assignment.contract
+        # What every worker of this assignment is told: its contract, and the lesson's warm-up for the zygote.
+        self.env = {CONTRACT_ENV: self.contract.to_env()}
+        if assignment.warm_up is not None:
+            self.env[WARM_UP_ENV] = assignment.warm_up.read_text(encoding="utf-8")
         self.zygote, self.note = None, ""
         self.use_zygote = sandbox.mode == "bwrap" and sandbox.fork
         if sandbox.mode == "uid":  # confined workers, each its own user, pass through to their own folders
@@ -386,7 +393,7 @@ class WorkerFactory:
     def start(self):
         """Start the zygote without waiting for it, so its torch import overlaps the judge's own start-up."""
         if self.use_zygote and self.zygote is None:
-            self.zygote = Zygote(self.sandbox, self.scratch_root)
+            self.zygote = Zygote(self.sandbox, self.scratch_root, self.env)
 
     def _live_zygote(self):
         if not self.use_zygote:
@@ -397,7 +404,7 @@ class WorkerFactory:
         if not alive:
             if self.zygote is not None:
                 self.zygote.close()
-            self.zygote = Zygote(self.sandbox, self.scratch_root)
+            self.zygote = Zygote(self.sandbox, self.scratch_root, self.env)
         try:
             self.zygote.ready(self.sandbox.limits.start_seconds * 2)
         except protocol.ProtocolError as error:
@@ -417,8 +424,8 @@ class WorkerFactory:
         """A no-argument callable that starts a fresh worker over the student ``files`` (``{module: bytes}``)."""
         if self.forks:
             return lambda: self._spawn(files)
-        staged = stage(files, Path(scratch) / "submission")
-        return lambda: WorkerProcess(self.sandbox, staged, scratch)
+        staged = stage(files, Path(scratch) / "submission", self.contract.modules)
+        return lambda: WorkerProcess(self.sandbox, staged, scratch, self.env)
 
     def notebook_launcher(self, files, scratch):
         """Like :meth:`launcher`, for a notebook's worker: the zygote imports IPython and matplotlib first (once)."""

@@ -7,12 +7,16 @@ import pytest
 
 from autograder import paths
 from autograder.reference import load_reference
+from lesson import LESSON
+
+# The second assignment's own public tests are not the kit's tests: they run through its release in test_second.
+collect_ignore = ["fixtures"]
 
 
 @pytest.fixture(scope="session")
 def reference():
-    """The reference ``mha_pe`` package (solutions/), imported as ``mha_pe_reference``."""
-    return load_reference()
+    """The lesson's reference package (solutions/), imported as ``<id>_reference``."""
+    return load_reference(LESSON)
 
 
 @pytest.fixture(scope="session")

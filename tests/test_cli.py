@@ -6,7 +6,8 @@ import sys
 import torch
 
 from autograder import cli, paths
-from autograder.bench import loop_encoding, run_bench
+from autograder.bench import run_bench
+from lesson import LESSON
 
 
 def test_release_check_passes_on_the_committed_tree(capsys):
@@ -14,26 +15,39 @@ def test_release_check_passes_on_the_committed_tree(capsys):
     assert "matches" in capsys.readouterr().out
 
 
-def test_release_check_fails_with_what_differs(tmp_path, monkeypatch, capsys):
-    (tmp_path / "solutions" / "mha_pe").mkdir(parents=True)
-    (tmp_path / "solutions" / "mha_pe" / "heads.py").write_text("### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n")
-    monkeypatch.setattr(paths, "SOLUTIONS_DIR", tmp_path / "solutions")
-    monkeypatch.setattr(paths, "ASSIGNMENTS_DIR", tmp_path / "assignments")
-    assert cli.main(["release", "--check"]) == 1
+def _descriptor(tmp_path):
+    """A one-file assignment in ``tmp_path``: its descriptor's path."""
+    (tmp_path / "solutions" / "pkg").mkdir(parents=True)
+    (tmp_path / "hidden").mkdir()
+    descriptor = tmp_path / "assignment.toml"
+    descriptor.write_text('id = "pkg"\ntitle = "A"\nsolutions = "solutions/pkg"\nrelease = "assignments/pkg"\n'
+                          'hidden_tests = "hidden"\ncatalogue = "catalogue"\n[files]\nheads = ["f"]\n')
+    return str(descriptor)
+
+
+def test_release_check_fails_with_what_differs(tmp_path, capsys):
+    descriptor = _descriptor(tmp_path)
+    (tmp_path / "solutions" / "pkg" / "heads.py").write_text("### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n")
+    assert cli.main(["release", "--check", "--assignment", descriptor]) == 1
     assert "missing: heads.py" in capsys.readouterr().out
-    assert cli.main(["release"]) == 0
-    assert cli.main(["release", "--check"]) == 0
+    assert cli.main(["release", "--assignment", descriptor]) == 0
+    assert cli.main(["release", "--check", "--assignment", descriptor]) == 0
 
 
-def test_broken_markers_give_a_one_line_error_and_exit_2(tmp_path, monkeypatch, capsys):
-    (tmp_path / "solutions" / "mha_pe").mkdir(parents=True)
-    (tmp_path / "solutions" / "mha_pe" / "heads.py").write_text("### BEGIN SOLUTION\nx = 1\n")
-    monkeypatch.setattr(paths, "SOLUTIONS_DIR", tmp_path / "solutions")
-    monkeypatch.setattr(paths, "ASSIGNMENTS_DIR", tmp_path / "assignments")
-    assert cli.main(["release"]) == 2
+def test_broken_markers_give_a_one_line_error_and_exit_2(tmp_path, capsys):
+    descriptor = _descriptor(tmp_path)
+    (tmp_path / "solutions" / "pkg" / "heads.py").write_text("### BEGIN SOLUTION\nx = 1\n")
+    assert cli.main(["release", "--assignment", descriptor]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: heads.py:1:")
     assert not (tmp_path / "assignments").exists(), "nothing is written when the source is broken"
+
+
+def test_a_broken_descriptor_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "assignment.toml").write_text('id = "pkg"\n')
+    assert cli.main(["release", "--assignment", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lacks title" in err
 
 
 def test_unknown_command_is_a_usage_error():
@@ -43,13 +57,13 @@ def test_unknown_command_is_a_usage_error():
 
 
 def test_benchmark_baseline_is_the_same_encoding(reference):
-    baseline = torch.from_numpy(loop_encoding(30, 16)).float()
+    baseline = torch.from_numpy(LESSON.load_hooks().loop_encoding(30, 16)).float()
     assert torch.allclose(baseline, reference.get_positional_encoding(30, 16), atol=1e-6)
 
 
 def test_benchmark_reports_every_ratio_with_its_goal():
     lines = []
-    results = run_bench(repeats=1, emit=lines.append, class_size=2, notebooks=1)
+    results = run_bench(LESSON, repeats=1, emit=lines.append, class_size=2, notebooks=1)
     assert set(results) == {"encoding_speedup", "attention_ratio_output_only", "attention_ratio_weights_returned",
                             "grading_ratio_jobs1", "grading_ratio_jobs2", "grading_speedup", "notebook_seconds",
                             "notebook_ratio"}

@@ -16,14 +16,15 @@ from autograder.grading import discover, grade_class, result_path
 from autograder.mutants import copy_package
 from autograder.results import load
 from autograder.sandbox import Limits
+from lesson import CONTRACT, LESSON, MODULES, RELEASE, SOLUTIONS
 
-REFERENCE = paths.SOLUTIONS_DIR / "mha_pe"
+REFERENCE = SOLUTIONS
 ODD_IDS = ["a student with spaces", "ünïcödé-学生", "..dots", "-dash"]
 
 
 def reference_with(folder, module, text=None, edit=None):
     """Copy the reference into ``folder`` and replace one module's text (or apply ``edit=(old, new)``)."""
-    copy_package(REFERENCE, folder)
+    copy_package(REFERENCE, folder, MODULES)
     path = Path(folder) / module
     if text is not None:
         path.write_text(text)
@@ -39,19 +40,19 @@ def graded(tmp_path_factory):
     """One class with every kind of submission, graded once (2 judges)."""
     root = tmp_path_factory.mktemp("grading")
     class_dir = root / "class"
-    copy_package(REFERENCE, class_dir / "reference")
-    copy_package(paths.ASSIGNMENTS_DIR / "mha_pe", class_dir / "stubs")
+    copy_package(REFERENCE, class_dir / "reference", MODULES)
+    copy_package(RELEASE, class_dir / "stubs", MODULES)
     reference_with(class_dir / "syntax-error", "heads.py", text="def split_heads(x, num_heads)\n    return x\n")
-    copy_package(REFERENCE, class_dir / "missing-attention")
+    copy_package(REFERENCE, class_dir / "missing-attention", MODULES)
     (class_dir / "missing-attention" / "attention.py").unlink()
     reference_with(class_dir / "crash-in-split", "heads.py",
                    edit=("    if x.dim() != 3:", "    import os; os._exit(3)\n    if x.dim() != 3:"))
     reference_with(class_dir / "hang-in-encoding", "positional_encoding.py",
                    edit=("    if max_seq_len < 1:", "    while True:\n        pass\n    if max_seq_len < 1:"))
     repo = class_dir / "as-a-repository" / "assignments"
-    copy_package(REFERENCE, repo / "mha_pe")
+    copy_package(REFERENCE, repo / CONTRACT.package, MODULES)
     for student in ODD_IDS:
-        copy_package(REFERENCE, class_dir / student)
+        copy_package(REFERENCE, class_dir / student, MODULES)
     out = root / "out"
     results = grade_class(class_dir, out, jobs=2, limits=Limits(call_seconds=4.0), emit=lambda line: None,
                           skip_notebook=True)
@@ -161,7 +162,7 @@ def test_reports_exist_with_pictures(graded):
 
 def test_feedback_names_concepts_never_hidden_test_code_or_values(graded):
     results, out, _ = graded
-    hidden_sources = [path.read_text() for path in (paths.REPO_ROOT / "autograder" / "hidden_tests").glob("*.py")]
+    hidden_sources = [path.read_text() for path in LESSON.hidden_tests.glob("*.py")]
     code_lines = {line.strip() for source in hidden_sources for line in source.splitlines()
                   if len(line.strip()) > 25 and not line.strip().startswith(("\"", "#", "@graded", "\"\"\""))}
     code_lines = {line for line in code_lines if not line.startswith(("'", "f\"", "\"")) and "(" in line}
@@ -182,8 +183,8 @@ def test_nothing_half_written_is_left(graded):
 
 def test_resume_skips_unchanged_students_and_regrades_changed_ones(graded, tmp_path):
     class_dir = tmp_path / "class"
-    copy_package(REFERENCE, class_dir / "alice")
-    copy_package(paths.ASSIGNMENTS_DIR / "mha_pe", class_dir / "bob")
+    copy_package(REFERENCE, class_dir / "alice", MODULES)
+    copy_package(RELEASE, class_dir / "bob", MODULES)
     out = tmp_path / "out"
     grade_class(class_dir, out, jobs=2, emit=lambda line: None, skip_notebook=True)
     first = {path.name: path.read_bytes() for path in (out / "results").iterdir()}
@@ -191,7 +192,7 @@ def test_resume_skips_unchanged_students_and_regrades_changed_ones(graded, tmp_p
     grade_class(class_dir, out, jobs=2, resume=True, emit=lines.append, skip_notebook=True)
     assert any("2 student(s) unchanged" in line for line in lines)
     assert {path.name: path.read_bytes() for path in (out / "results").iterdir()} == first, "idempotent"
-    copy_package(REFERENCE, class_dir / "bob")
+    copy_package(REFERENCE, class_dir / "bob", MODULES)
     lines = []
     results = grade_class(class_dir, out, jobs=2, resume=True, emit=lines.append, skip_notebook=True)
     assert any("1 student(s) unchanged" in line for line in lines)
@@ -217,7 +218,7 @@ def test_cli_reports_a_missing_class_in_one_line(tmp_path):
 
 def test_single_job_through_the_cli_and_the_sandbox_flag(tmp_path):
     class_dir = tmp_path / "class"
-    copy_package(REFERENCE, class_dir / "alice")
+    copy_package(REFERENCE, class_dir / "alice", MODULES)
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(class_dir), "--out", str(tmp_path / "out"),
                            "--sandbox", "none", "--skip-notebook"], capture_output=True, text=True, cwd=paths.REPO_ROOT)
     assert done.returncode == 0, done.stderr
@@ -243,10 +244,10 @@ def test_only_a_worker_that_could_not_start_is_retried(tmp_path, monkeypatch):
         return real(prepared, sandbox, judge, out_dir)
 
     monkeypatch.setattr(grading, "grade_prepared", flaky)
-    copy_package(REFERENCE, tmp_path / "class" / "alice")
+    copy_package(REFERENCE, tmp_path / "class" / "alice", MODULES)
     done = []
     task = grading.Task("alice", str(tmp_path / "class" / "alice"), "fp")
-    grading.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append)
+    grading.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append, LESSON)
     assert calls == ["alice", "alice"]
     assert done[0].score == done[0].max_score and "graded a second time" in done[0].notes[-1]
     sandbox = choose_sandbox("auto")
@@ -262,7 +263,7 @@ def warm_factory(tmp_path):
     from autograder.sandbox import choose_sandbox
     from autograder.workers import WorkerFactory
 
-    factory = WorkerFactory(choose_sandbox("auto"), tmp_path)
+    factory = WorkerFactory(choose_sandbox("auto"), tmp_path, LESSON)
     try:
         if not factory.forks:
             pytest.skip("no warm zygote on this machine")
@@ -277,11 +278,11 @@ def test_a_worker_started_ahead_that_died_with_its_zygote_costs_nothing(warm_fac
     from autograder.judge import Judge
     from autograder.submission import read_files
 
-    files, problems = read_files(REFERENCE)
+    files, problems = read_files(REFERENCE, CONTRACT)
     launch = warm_factory.launcher(files, tmp_path)
     ahead = launch()
     warm_factory.zygote.close()  # the zygote goes (torn down, or crashed) before the student is graded
-    result = Judge().grade("late", files, problems, warm_factory.sandbox, launch, worker=ahead)
+    result = Judge(LESSON).grade("late", files, problems, warm_factory.sandbox, launch, worker=ahead)
     assert result.score == result.max_score > 0
     assert any("started ahead was lost" in note for note in result.notes)
 
@@ -292,7 +293,7 @@ def test_a_worker_that_ends_as_it_is_stopped_is_still_confirmed_gone(warm_factor
     from autograder.submission import read_files
 
     zygote = warm_factory.zygote
-    files, _ = read_files(REFERENCE)
+    files, _ = read_files(REFERENCE, CONTRACT)
     ends = []
     for _ in range(60):
         worker = zygote.spawn(files, warm_factory.sandbox.limits)
@@ -314,20 +315,20 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
     from autograder import grading, results as records, submission
 
     for student in ("alice", "broken-read", "broken-write"):
-        copy_package(REFERENCE, tmp_path / "class" / student)
+        copy_package(REFERENCE, tmp_path / "class" / student, MODULES)
     real_read, real_save = real_os.read, records.save
     unreadable = str(tmp_path / "class" / "broken-read")
 
-    def failing_read_submission(folder, notebook=True):
+    def failing_read_submission(folder, contract, notebook=None):
         if str(folder) == unreadable:
             def eio(fd, size):
                 raise OSError(errno.EIO, "I/O error")
             monkeypatch.setattr(submission.os, "read", eio)
             try:
-                return original(folder, notebook)
+                return original(folder, contract, notebook)
             finally:
                 monkeypatch.setattr(submission.os, "read", real_read)
-        return original(folder, notebook)
+        return original(folder, contract, notebook)
 
     def failing_save(result, path):
         if result.student == "broken-write":

@@ -8,9 +8,10 @@ import textwrap
 import pytest
 
 from autograder import paths
-from autograder.hidden_suite import HIDDEN_TESTS, HiddenSuite
-from autograder.hidden_tests.support import each_case
+from autograder.hidden_suite import HiddenSuite
+from autograder.lessons.mha_pe.hidden_tests.support import each_case
 from autograder.judge import CHECK_CRASHED, _result_for
+from lesson import LESSON
 
 INI = "[pytest]\npython_files = check_*.py\naddopts = -p no:cacheprovider --import-mode=importlib\n" \
       "markers =\n    graded: rubric line\n"
@@ -104,7 +105,7 @@ def test_what_the_judge_cannot_honour_is_refused_by_name(demo_suite):
 
 
 def test_every_hidden_test_is_collected_with_only_the_judges_fixtures():
-    suite = HiddenSuite.collect()
+    suite = HiddenSuite.collect(LESSON.hidden_tests)
     assert suite.problems == ()
     assert len(suite.cases) >= 40 and sum(case.entry[3] for case in suite.cases) == 111
     assert all(case.topic != case.entry[0] for case in suite.cases), "every hidden test names its concept key"
@@ -140,8 +141,9 @@ def test_a_failing_case_stops_the_check_and_names_itself():
 
 
 def test_an_instructor_can_run_the_hidden_tests_by_hand():
-    run = subprocess.run([sys.executable, "-m", "pytest", "-c", str(HIDDEN_TESTS / "pytest.ini"), str(HIDDEN_TESTS),
-                          "-q", "-p", "no:cacheprovider", "--submission", str(paths.SOLUTIONS_DIR / "mha_pe")],
+    hidden = LESSON.hidden_tests
+    run = subprocess.run([sys.executable, "-m", "pytest", "-c", str(hidden / "pytest.ini"), str(hidden),
+                          "-q", "-p", "no:cacheprovider", "--submission", str(LESSON.solutions)],
                          cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:]
     assert " passed" in run.stdout and "failed" not in run.stdout

@@ -24,11 +24,12 @@ from autograder.results import load
 from autograder.sandbox import Limits, choose_sandbox
 from autograder.errors import KitError
 from autograder.submission import safe_name
+from lesson import CATALOGUE, CONTRACT, LESSON, MODULES, RELEASE, SOLUTIONS
 
-STUBS = paths.ASSIGNMENTS_DIR / "mha_pe"
+STUBS = RELEASE
 # The catalogue's hostile submissions (the demo's forger aside): stubs that vouch for themselves, which must score
 # 0, and reference solutions with a speed cheat, which must fail exactly the tests they name (`catches`).
-CATALOGUED = [entry for entry in load_catalogue(paths.REPO_ROOT / "tests" / "catalogue" / "hostile.toml", "hostile")
+CATALOGUED = [entry for entry in load_catalogue(CATALOGUE / "hostile.toml", "hostile")
               if not entry.demo]
 TOKEN = "hostile-" + hashlib.sha256(os.urandom(16)).hexdigest()[:12]
 SECRET = "s3cret-" + hashlib.sha256(os.urandom(16)).hexdigest()[:16]
@@ -67,7 +68,7 @@ def _attacks(out, canary, port, repo):
         "read-hidden-tests": f"""
             import glob
             stolen = []
-            for pattern in ("/autograder/hidden_tests/*.py", "/solutions/mha_pe/*.py", "/tests/catalogue/*.toml"):
+            for pattern in ("/autograder/lessons/*/hidden_tests/*.py", "/solutions/*/*.py", "/autograder/lessons/*/catalogue/*.toml"):
                 for path in glob.glob({str(repo)!r} + pattern):
                     try:
                         stolen.append(open(path).read())
@@ -131,8 +132,8 @@ def _attacks(out, canary, port, repo):
         "read-stdin": "import sys; print('stdin gave', repr(sys.stdin.read()))",
         "overwrite-code": f"""
             import glob
-            for pattern in ("/submission/*.py", "/opt/grader/worker/*.py", {str(repo)!r} + "/solutions/mha_pe/*.py",
-                            {str(repo)!r} + "/autograder/*.py", {str(repo)!r} + "/autograder/hidden_tests/*.py"):
+            for pattern in ("/submission/*.py", "/opt/grader/worker/*.py", {str(repo)!r} + "/solutions/*/*.py",
+                            {str(repo)!r} + "/autograder/*.py", {str(repo)!r} + "/autograder/lessons/*/hidden_tests/*.py"):
                 for path in glob.glob(pattern):
                     try:
                         with open(path, "w") as handle:
@@ -365,35 +366,35 @@ def attacked(request, tmp_path_factory, loopback_listener):
     listener = loopback_listener
     attacks = _attacks(out, canary, listener.port, paths.REPO_ROOT)
     for student, code in attacks.items():
-        folder = copy_package(STUBS, class_dir / student)
+        folder = copy_package(STUBS, class_dir / student, MODULES)
         heads = folder / "heads.py"
         heads.write_text(textwrap.dedent(code).strip() + "\n\n" + heads.read_text())
-    folder = copy_package(STUBS, class_dir / "tensor-subclass")
+    folder = copy_package(STUBS, class_dir / "tensor-subclass", MODULES)
     heads = (folder / "heads.py").read_text()
     marker = '    raise NotImplementedError("split_heads is not implemented yet")\n'
     (folder / "heads.py").write_text(heads.replace(marker, textwrap.indent(textwrap.dedent(EVIL_SUBCLASS), "    ")))
-    folder = copy_package(STUBS, class_dir / "symlink-to-solutions")
+    folder = copy_package(STUBS, class_dir / "symlink-to-solutions", MODULES)
     (folder / "heads.py").unlink()
-    (folder / "heads.py").symlink_to(paths.SOLUTIONS_DIR / "mha_pe" / "heads.py")
-    folder = copy_package(STUBS, class_dir / "echo-inputs")
+    (folder / "heads.py").symlink_to(SOLUTIONS / "heads.py")
+    folder = copy_package(STUBS, class_dir / "echo-inputs", MODULES)
     heads = (folder / "heads.py").read_text()
     (folder / "heads.py").write_text(heads.replace(marker, textwrap.indent(textwrap.dedent(ECHO_INPUTS), "    ")))
-    copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / "control")
+    copy_package(SOLUTIONS, class_dir / "control", MODULES)
     for entry in CATALOGUED:
-        build(entry, class_dir / entry.id)
+        build(entry, class_dir / entry.id, LESSON)
     # Intake: links to the instructor's solutions or a classmate's repository, a FIFO, odd ids.
     classmate = class_dir / "classmate-repo"
-    copy_package(paths.SOLUTIONS_DIR / "mha_pe", classmate / "assignments" / "mha_pe")
+    copy_package(SOLUTIONS, classmate / "assignments" / LESSON.id, MODULES)
     (class_dir / "link-assignments-to-solutions").mkdir()
-    (class_dir / "link-assignments-to-solutions" / "assignments").symlink_to(paths.SOLUTIONS_DIR)
+    (class_dir / "link-assignments-to-solutions" / "assignments").symlink_to(SOLUTIONS.parent)
     (class_dir / "link-to-classmate").mkdir()
     (class_dir / "link-to-classmate" / "assignments").symlink_to("../classmate-repo/assignments")
-    (class_dir / "linked-folder").symlink_to(paths.SOLUTIONS_DIR / "mha_pe")
-    folder = copy_package(STUBS, class_dir / "fifo-file")
+    (class_dir / "linked-folder").symlink_to(SOLUTIONS)
+    folder = copy_package(STUBS, class_dir / "fifo-file", MODULES)
     (folder / "attention.py").unlink()
     os.mkfifo(folder / "attention.py")
     for odd in ODD_IDS:
-        copy_package(STUBS, class_dir / odd)
+        copy_package(STUBS, class_dir / odd, MODULES)
 
     watched = [paths.REPO_ROOT / "solutions", paths.REPO_ROOT / "assignments", paths.REPO_ROOT / "autograder",
                paths.REPO_ROOT / "tests"]
@@ -490,8 +491,8 @@ def test_nothing_the_attacks_started_is_still_running(attacked):
 
 
 def test_no_secret_and_no_hidden_test_in_any_output(attacked):
-    hidden = (paths.REPO_ROOT / "autograder" / "hidden_tests" / "check_heads.py").read_text()
-    solution = (paths.SOLUTIONS_DIR / "mha_pe" / "heads.py").read_text()
+    hidden = (LESSON.hidden_tests / "check_heads.py").read_text()
+    solution = (SOLUTIONS / "heads.py").read_text()
     probes = [SECRET, hidden[200:260], solution[solution.index("### BEGIN"):][:80]]
     for path in attacked["out"].rglob("*"):
         if path.is_file() and path.suffix in (".json", ".md", ".csv"):
@@ -627,13 +628,13 @@ def test_what_a_worker_started_is_gone_when_its_close_returns(mode, tmp_path, sc
     sandbox_mode, fork = _sandbox_for(mode)
     sandbox = choose_sandbox(sandbox_mode, fork=fork)
     token = "linger-" + hashlib.sha256(os.urandom(16)).hexdigest()[:12]
-    folder = copy_package(STUBS, tmp_path / "linger")
+    folder = copy_package(STUBS, tmp_path / "linger", MODULES)
     heads = folder / "heads.py"
     heads.write_text(textwrap.dedent(LINGER.format(token=token)) + heads.read_text())
-    files, _ = read_files(folder)
-    factory = WorkerFactory(sandbox, scratch)
+    files, _ = read_files(folder, CONTRACT)
+    factory = WorkerFactory(sandbox, scratch, LESSON)
     try:
-        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch))
+        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), CONTRACT)
         with pytest.raises(StudentError):
             remote.split_heads(torch.zeros(1, 2, 4), 2)  # imports heads.py: the lingering process starts
         assert _alive_with(token), "the lingering process never started: the test proves nothing"
@@ -683,7 +684,7 @@ def test_nothing_a_worker_leaves_reaches_the_next_student(mode, tmp_path):
     token = "park" + hashlib.sha256(os.urandom(16)).hexdigest()[:12]
     key = int.from_bytes(os.urandom(3), "big") + 1
     for student, code in (("a-parks", PARK), ("b-looks", FIND)):
-        folder = copy_package(STUBS, tmp_path / "class" / student)
+        folder = copy_package(STUBS, tmp_path / "class" / student, MODULES)
         heads = folder / "heads.py"
         heads.write_text(code.format(key=key, token=token, length=len(token)) + heads.read_text())
     results = {result.student: result for result in grade_class(
@@ -708,18 +709,18 @@ def test_a_worker_that_stops_reading_cannot_hold_a_large_request(tmp_path, scrat
     from autograder.workers import WorkerFactory
 
     sandbox = choose_sandbox("auto", limits=Limits(call_seconds=3.0))
-    folder = copy_package(paths.SOLUTIONS_DIR / "mha_pe", tmp_path / "stop")
+    folder = copy_package(SOLUTIONS, tmp_path / "stop", MODULES)
     heads = folder / "heads.py"
     stop = "\n\ndef _stop_reading():\n" + textwrap.indent(textwrap.dedent(STOP_READING).strip(), "    ") + "\n"
     source = heads.read_text().replace("def split_heads(x, num_heads):\n",
                                        "def split_heads(x, num_heads):\n    _stop_reading()\n", 1)
     heads.write_text(source + stop)
-    files, _ = read_files(folder)
-    factory = WorkerFactory(sandbox, scratch)
+    files, _ = read_files(folder, CONTRACT)
+    factory = WorkerFactory(sandbox, scratch, LESSON)
     outcome = {}
 
     def run():
-        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch))
+        remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), CONTRACT)
         try:
             remote.split_heads(torch.zeros(1, 2, 4), 2)  # answered; the worker reads nothing after this
             try:

@@ -12,16 +12,23 @@ import threading
 import pytest
 
 from autograder import paths
-from autograder.submission import (MAX_ENTRIES, MAX_NAME, MAX_NOTEBOOK_BYTES, NOTEBOOK, colliding,
-                                   nbgrader_safe_name, read_submission, safe_name)
+from autograder.submission import (MAX_ENTRIES, MAX_NAME, MAX_NOTEBOOK_BYTES, colliding, nbgrader_safe_name,
+                                   safe_name)
+from autograder.submission import read_submission as read_with
+from lesson import CONTRACT, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
 
-SOLUTIONS = paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID
-STUBS = paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID
-MODULES = ("positional_encoding", "heads", "attention")
+STUBS = RELEASE
+PACKAGE = CONTRACT.package
+
+
+def read_submission(folder):
+    """Intake of the kit's lesson: its files and its notebook."""
+    return read_with(folder, CONTRACT, NOTEBOOK)
+
 SOLUTION_BYTES = {module: (SOLUTIONS / f"{module}.py").read_bytes() for module in MODULES}
 
 
-def _student(root, name="student", layout=("assignments", "mha_pe")):
+def _student(root, name="student", layout=("assignments", PACKAGE)):
     folder = root / name
     target = folder.joinpath(*layout)
     target.mkdir(parents=True)
@@ -36,7 +43,7 @@ def _no_solution_read(intake):
 
 def test_an_ordinary_repository_is_read_whole(tmp_path):
     folder = _student(tmp_path)
-    (folder / "assignments" / "mha_pe" / NOTEBOOK).write_text("{}")
+    (folder / "assignments" / PACKAGE / NOTEBOOK).write_text("{}")
     intake = read_submission(folder)
     assert set(intake.files) == set(MODULES) and intake.notebook == b"{}" and intake.notes() == []
 
@@ -53,7 +60,7 @@ def test_an_assignments_folder_that_links_elsewhere_is_not_followed(tmp_path, ta
     folder = tmp_path / "cheater"
     folder.mkdir()
     if target == "solutions":
-        (folder / "assignments").symlink_to(paths.SOLUTIONS_DIR)
+        (folder / "assignments").symlink_to(SOLUTIONS.parent)
     else:
         (folder / "assignments").symlink_to("../classmate/assignments")  # relative, as a repository would hold it
     intake = read_submission(folder)
@@ -66,9 +73,9 @@ def test_an_assignments_folder_that_links_elsewhere_is_not_followed(tmp_path, ta
 def test_a_package_folder_that_links_elsewhere_is_not_followed(tmp_path):
     folder = tmp_path / "cheater"
     (folder / "assignments").mkdir(parents=True)
-    (folder / "assignments" / "mha_pe").symlink_to(SOLUTIONS)
+    (folder / "assignments" / PACKAGE).symlink_to(SOLUTIONS)
     intake = read_submission(folder)
-    assert intake.files == {} and "assignments/mha_pe is a symbolic link" in intake.problems["folder"]
+    assert intake.files == {} and f"assignments/{PACKAGE} is a symbolic link" in intake.problems["folder"]
 
 
 def test_linked_module_files_and_notebook_are_refused(tmp_path):

@@ -19,6 +19,7 @@ from autograder.mutants import copy_package
 from autograder.results import load
 from autograder.sandbox import Limits
 from autograder.submission import safe_name
+from lesson import LESSON, MODULES, NOTEBOOK, SOLUTIONS
 
 
 def _code_max():
@@ -27,13 +28,13 @@ def _code_max():
 
     from autograder.judge import collect_rubric
 
-    return sum(entry[3] for entry in collect_rubric() if not entry[6] or torch.cuda.is_available())
+    return sum(entry[3] for entry in collect_rubric(LESSON.hidden_tests) if not entry[6] or torch.cuda.is_available())
 
 
 CODE_MAX = _code_max()
 TOTAL = CODE_MAX + 16  # the notebook's 3 autograded and 13 written points
 
-RELEASED = paths.ASSIGNMENTS_DIR / "mha_pe" / notebooks.NOTEBOOK
+RELEASED = LESSON.released_notebook()
 WAVES = ("angles = torch.arange(1001.0)[:, None] * 10000 ** (-torch.arange(0, 64, 2) / 64)\n"
          "waves = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)\n")
 SOLVED_CODE = {
@@ -149,30 +150,30 @@ def graded(tmp_path_factory, loopback_listener):
     root = tmp_path_factory.mktemp("notebooks")
     class_dir = root / "class"
     for student in ("correct", "blank", "deleted-test-cell", "no-notebook", "network-probe", *HOSTILE):
-        copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / student)
-    student_notebook(class_dir / "correct" / notebooks.NOTEBOOK)
-    shutil.copyfile(RELEASED, class_dir / "blank" / notebooks.NOTEBOOK)
-    student_notebook(class_dir / "deleted-test-cell" / notebooks.NOTEBOOK, drop=("apply_test",))
-    hostile_notebook(class_dir / "network-probe" / notebooks.NOTEBOOK,
+        copy_package(SOLUTIONS, class_dir / student, MODULES)
+    student_notebook(class_dir / "correct" / NOTEBOOK)
+    shutil.copyfile(RELEASED, class_dir / "blank" / NOTEBOOK)
+    student_notebook(class_dir / "deleted-test-cell" / NOTEBOOK, drop=("apply_test",))
+    hostile_notebook(class_dir / "network-probe" / NOTEBOOK,
                      PROBE.format(port=loopback_listener.port) + SOLVED_CODE["apply_code"])
-    hostile_notebook(class_dir / "eq-always-true" / notebooks.NOTEBOOK, EQ_ALWAYS_TRUE, EQ_UNDERSTAND)
-    hostile_notebook(class_dir / "neutralise-assert" / notebooks.NOTEBOOK, NEUTRALISE_ASSERT)
-    hostile_notebook(class_dir / "leak-hook" / notebooks.NOTEBOOK, LEAK_HOOK)
-    (class_dir / "invalid-json" / notebooks.NOTEBOOK).write_bytes(b'{"cells": [{"cell_type": "code", "sou')
-    hostile_notebook(class_dir / "worker-exits" / notebooks.NOTEBOOK, EXITS)
-    hostile_notebook(class_dir / "cell-hangs" / notebooks.NOTEBOOK, HANGS)
-    hostile_notebook(class_dir / "extra-grade-cell" / notebooks.NOTEBOOK, "def head_dim(d_model, num_heads):\n"
+    hostile_notebook(class_dir / "eq-always-true" / NOTEBOOK, EQ_ALWAYS_TRUE, EQ_UNDERSTAND)
+    hostile_notebook(class_dir / "neutralise-assert" / NOTEBOOK, NEUTRALISE_ASSERT)
+    hostile_notebook(class_dir / "leak-hook" / NOTEBOOK, LEAK_HOOK)
+    (class_dir / "invalid-json" / NOTEBOOK).write_bytes(b'{"cells": [{"cell_type": "code", "sou')
+    hostile_notebook(class_dir / "worker-exits" / NOTEBOOK, EXITS)
+    hostile_notebook(class_dir / "cell-hangs" / NOTEBOOK, HANGS)
+    hostile_notebook(class_dir / "extra-grade-cell" / NOTEBOOK, "def head_dim(d_model, num_heads):\n"
                      "    return 0\n", extra_cells=[forged_cell("apply_test", 50), forged_cell("bonus", 100)])
-    with open(class_dir / "huge" / notebooks.NOTEBOOK, "wb") as handle:  # over the intake's notebook cap
+    with open(class_dir / "huge" / NOTEBOOK, "wb") as handle:  # over the intake's notebook cap
         handle.write(b'{"cells": [], "pad": "' + b"x" * (9 << 20) + b'"}')
-    with open(class_dir / "sparse" / notebooks.NOTEBOOK, "wb") as handle:  # 1 GB that takes no disk
+    with open(class_dir / "sparse" / NOTEBOOK, "wb") as handle:  # 1 GB that takes no disk
         handle.truncate(1 << 30)
-    many = json.loads(student_notebook(class_dir / "too-many-cells" / notebooks.NOTEBOOK).read_text())
+    many = json.loads(student_notebook(class_dir / "too-many-cells" / NOTEBOOK).read_text())
     many["cells"] += [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": "1"}
                       ] * 1000
-    (class_dir / "too-many-cells" / notebooks.NOTEBOOK).write_text(json.dumps(many))
-    hostile_notebook(class_dir / "script" / notebooks.NOTEBOOK, SOLVED_CODE["apply_code"], markdown=SCRIPT)
-    student_notebook(class_dir / LONG_ID / notebooks.NOTEBOOK)
+    (class_dir / "too-many-cells" / NOTEBOOK).write_text(json.dumps(many))
+    hostile_notebook(class_dir / "script" / NOTEBOOK, SOLVED_CODE["apply_code"], markdown=SCRIPT)
+    student_notebook(class_dir / LONG_ID / NOTEBOOK)
     out = root / "out"
     scratch = root / "tmp"  # the run's own temporary folder (judges inherit TMPDIR): never the shared /tmp
     scratch.mkdir()
@@ -226,7 +227,7 @@ def test_the_understand_check_needs_the_computed_table(answer, passes):
     import torch
 
     if answer == "solution":
-        answer = cell_source(notebooks.SOURCE_NOTEBOOK, "understand_code")
+        answer = cell_source(LESSON.source_notebook(), "understand_code")
     namespace = {"torch": torch}
     exec(answer, namespace)
     check = cell_source(RELEASED, "understand_test")
@@ -238,7 +239,7 @@ def test_the_understand_check_needs_the_computed_table(answer, passes):
 
 
 def test_the_analyze_rubric_keeps_the_lessons_correction():
-    source = json.loads(notebooks.SOURCE_NOTEBOOK.read_text())
+    source = json.loads(LESSON.source_notebook().read_text())
     analyze = next(c for c in source["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "a_analyze")
     text = " ".join("".join(analyze["source"]).split())
     assert "raw slice" in text and "learned projection of the whole embedding" in text
@@ -361,7 +362,7 @@ def test_other_students_are_unaffected_by_the_hostile_ones(graded):
 def test_a_long_non_ascii_id_gets_a_bounded_nbgrader_id(graded):
     nbid = graded.results[LONG_ID].extra["notebook_id"]
     assert len(nbid) <= 100 and nbid.isascii()
-    assert (graded.out / "nbgrader" / "autograded" / nbid / "mha_pe" / notebooks.NOTEBOOK).is_file()
+    assert (graded.out / "nbgrader" / "autograded" / nbid / LESSON.id / NOTEBOOK).is_file()
 
 
 def test_formgrader_renders_no_script_of_a_students(graded):
@@ -377,8 +378,8 @@ def test_formgrader_renders_no_script_of_a_students(graded):
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
     nbid = graded.results["script"].extra["notebook_id"]
     page, _ = HTMLExporter(config=config).from_filename(
-        str(course / "autograded" / nbid / "mha_pe" / notebooks.NOTEBOOK),
-        resources={"assignment_id": "mha_pe", "notebook_id": "check_your_understanding", "submission_id": "x",
+        str(course / "autograded" / nbid / LESSON.id / NOTEBOOK),
+        resources={"assignment_id": LESSON.id, "notebook_id": NOTEBOOK.removesuffix(".ipynb"), "submission_id": "x",
                    "index": 0, "total": 1, "base_url": "", "student": nbid, "last_name": None, "first_name": None,
                    "notebook_path": "x"})
     assert "stored in formgrader" in page, "the answer is shown"
@@ -399,7 +400,7 @@ def give_manual_grades(course, nbid, comment):
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        notebook = gradebook.find_submission_notebook("check_your_understanding", "mha_pe", nbid)
+        notebook = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), LESSON.id, nbid)
         for grade in notebook.grades:
             if grade.cell.cell_type == "markdown":
                 grade.manual_score = grade.max_score
@@ -431,8 +432,8 @@ def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedbac
 
 def test_skip_notebook_grades_the_code_alone(tmp_path):
     class_dir = tmp_path / "class"
-    copy_package(paths.SOLUTIONS_DIR / "mha_pe", class_dir / "correct")
-    student_notebook(class_dir / "correct" / notebooks.NOTEBOOK)
+    copy_package(SOLUTIONS, class_dir / "correct", MODULES)
+    student_notebook(class_dir / "correct" / NOTEBOOK)
     out = tmp_path / "out"
     results = grade_class(class_dir, out, jobs=2, skip_notebook=True, emit=lambda line: None)
     assert all(test.group != "notebook" for result in results for test in result.tests)
@@ -444,11 +445,11 @@ def test_skip_notebook_grades_the_code_alone(tmp_path):
 
 def test_the_repositorys_nbgrader_config_never_releases_solution_files(tmp_path):
     course = tmp_path / "course"
-    shutil.copytree(paths.SOLUTIONS_DIR, course / "solutions")
+    shutil.copytree(SOLUTIONS, course / "solutions" / LESSON.id)
     shutil.copyfile(paths.REPO_ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
-    notebooks.run_nbgrader(["generate_assignment", "mha_pe", "--force"], course)
-    released = sorted(path.name for path in (course / "assignments" / "mha_pe").rglob("*") if path.is_file())
-    assert released == [notebooks.NOTEBOOK]
+    notebooks.run_nbgrader(["generate_assignment", LESSON.id, "--force"], course)
+    released = sorted(path.name for path in (course / "assignments" / LESSON.id).rglob("*") if path.is_file())
+    assert released == [NOTEBOOK]
 
 
 def test_nbgrader_runs_from_this_environment():
@@ -459,25 +460,25 @@ def test_nbgrader_runs_from_this_environment():
 
 def small_class(folder, students=("ada", "bob", "cy")):
     for student in students:
-        copy_package(paths.SOLUTIONS_DIR / "mha_pe", folder / student)
-        student_notebook(folder / student / notebooks.NOTEBOOK)
+        copy_package(SOLUTIONS, folder / student, MODULES)
+        student_notebook(folder / student / NOTEBOOK)
     return folder
 
 
 def test_resume_regrades_only_the_notebook_that_changed(tmp_path):
     class_dir, out = small_class(tmp_path / "class"), tmp_path / "out"
     grade_class(class_dir, out, emit=lambda line: None)
-    executed = {student: (out / "nbgrader" / "autograded" / student / "mha_pe" / notebooks.NOTEBOOK).read_bytes()
+    executed = {student: (out / "nbgrader" / "autograded" / student / LESSON.id / NOTEBOOK).read_bytes()
                 for student in ("ada", "bob", "cy")}
-    shutil.copyfile(RELEASED, class_dir / "bob" / notebooks.NOTEBOOK)  # bob hands in a new (blank) notebook
+    shutil.copyfile(RELEASED, class_dir / "bob" / NOTEBOOK)  # bob hands in a new (blank) notebook
     said = []
     results = {r.student: r for r in grade_class(class_dir, out, resume=True, emit=said.append)}
     assert any("--resume: 2 student(s) unchanged" in line for line in said)
     assert any(line.startswith("graded 1 submission(s)") for line in said)
     assert notebook_points(results["bob"]) == (0, 3) and notebook_points(results["ada"]) == (3, 3)
-    after = (out / "nbgrader" / "autograded" / "bob" / "mha_pe" / notebooks.NOTEBOOK).read_bytes()
+    after = (out / "nbgrader" / "autograded" / "bob" / LESSON.id / NOTEBOOK).read_bytes()
     assert after != executed["bob"]
-    assert (out / "nbgrader" / "autograded" / "ada" / "mha_pe" / notebooks.NOTEBOOK).read_bytes() == executed["ada"]
+    assert (out / "nbgrader" / "autograded" / "ada" / LESSON.id / NOTEBOOK).read_bytes() == executed["ada"]
 
 
 def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path):
@@ -496,7 +497,7 @@ def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path)
     config = (moved / "nbgrader" / "nbgrader_config.py").read_text()
     assert str(tmp_path) not in config
     for student in ("ada", "bob", "cy"):
-        assert (moved / "nbgrader" / "autograded" / student / "mha_pe" / notebooks.NOTEBOOK).is_file()
+        assert (moved / "nbgrader" / "autograded" / student / LESSON.id / NOTEBOOK).is_file()
     give_manual_grades(moved / "nbgrader", "bob", "Well argued.")
     with open(export_gradebook(moved), newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}

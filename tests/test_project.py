@@ -1,5 +1,6 @@
 """The project's shape: fixed top level, honest README, CI that runs the README's command, pinned torch."""
 
+import re
 import subprocess
 
 import pytest
@@ -34,3 +35,22 @@ def test_dependencies_are_pinned_and_torch_is_2_13_0():
     requirements = project["dependencies"] + project["optional-dependencies"]["dev"]
     assert "torch==2.13.0" in requirements
     assert all("==" in requirement for requirement in requirements), requirements
+
+
+def test_the_engine_holds_no_lesson():
+    """The lesson lives in its descriptor and its folder (``autograder/lessons/``): no file of the engine names
+    its package, its files or its public names, so a second assignment needs no engine change."""
+    from lesson import CONTRACT
+
+    package = re.compile(r"\b(%s|%s)\b" % (CONTRACT.package, CONTRACT.package.replace("_", "-")), re.IGNORECASE)
+    # Its public names, and its files as files ("attention" alone is just a word).
+    words = {*CONTRACT.names, *(f"{module}.py" for module in CONTRACT.modules)}
+    names = re.compile(r"\b(%s)(?!\w)" % "|".join(map(re.escape, sorted(words))))
+    lessons = paths.REPO_ROOT / "autograder" / "lessons"
+    engine = [path for path in (paths.REPO_ROOT / "autograder").rglob("*")
+              if path.is_file() and path.suffix in (".py", ".cjs", ".toml", ".ini", ".md")
+              and not path.is_relative_to(lessons) and "__pycache__" not in path.parts]
+    assert len(engine) > 30
+    found = {f"{path.relative_to(paths.REPO_ROOT)}: {match.group(0)}" for path in engine for pattern in (package, names)
+             for match in pattern.finditer(path.read_text(encoding="utf-8"))}
+    assert not found, sorted(found)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import paths
 from autograder.mutants import build, load_catalogue
 from autograder.public_tests import run_public_tests_many
 
-CATALOGUE = paths.REPO_ROOT / "tests" / "catalogue"
+from lesson import CATALOGUE, LESSON, RELEASE, SOLUTIONS
+
 BUGS = load_catalogue(CATALOGUE / "bugs.toml", "bug")
 VARIANTS = load_catalogue(CATALOGUE / "variants.toml", "variant")
 
@@ -20,12 +20,12 @@ VARIANTS = load_catalogue(CATALOGUE / "variants.toml", "variant")
 def public_runs(tmp_path_factory):
     """``{name: PublicRun}`` for the reference, the stubs, every bug and every variant: one child process."""
     root = tmp_path_factory.mktemp("public")
-    folders = {"reference": paths.SOLUTIONS_DIR, "stubs": paths.ASSIGNMENTS_DIR}
+    folders = {"reference": SOLUTIONS.parent, "stubs": RELEASE.parent}
     for mutant in BUGS + VARIANTS:
-        package = build(mutant, root / mutant.id / paths.ASSIGNMENT_ID)
-        shutil.copyfile(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / "__init__.py", package / "__init__.py")
+        package = build(mutant, root / mutant.id / LESSON.id, LESSON)
+        shutil.copyfile(SOLUTIONS / "__init__.py", package / "__init__.py")
         folders[mutant.id] = root / mutant.id
-    runs = run_public_tests_many(folders.values())
+    runs = run_public_tests_many(folders.values(), LESSON)
     return {name: runs[str(Path(folder).resolve())] for name, folder in folders.items()}
 
 
@@ -57,14 +57,14 @@ def test_public_tests_cover_every_part_of_the_contract():
     names = ["get_positional_encoding", "shift_matrix", "PositionalEncoding", "split_heads", "combine_heads",
              "scaled_dot_product_attention", "MultiHeadAttention"]
     used = set()
-    for path in (paths.ASSIGNMENTS_DIR / "mha_pe" / "tests").glob("test_*.py"):
+    for path in (RELEASE / "tests").glob("test_*.py"):
         used |= {node.id for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Name)}
     assert not set(names) - used
 
 
 def test_every_assert_in_the_public_tests_explains_itself():
     """A bare ``assert x == y`` teaches nothing; each assert carries a message."""
-    for path in (paths.ASSIGNMENTS_DIR / "mha_pe" / "tests").glob("test_*.py"):
+    for path in (RELEASE / "tests").glob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Assert):
                 assert node.msg is not None, f"{path.name}:{node.lineno}: assert without a teaching message"

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder import paths
+from lesson import LESSON
 
 
 def test_article_experiment_reproduces_the_published_weights(reference):
@@ -101,16 +102,16 @@ def test_attention_is_stable_on_huge_scores(reference):
 
 
 def test_solutions_are_vectorized_with_no_python_loops():
-    for name in paths.STUDENT_MODULES:
-        tree = ast.parse((paths.SOLUTIONS_DIR / "mha_pe" / name).read_text())
+    for name in LESSON.student_files:
+        tree = ast.parse((LESSON.solutions / name).read_text())
         loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.comprehension))]
         assert not loops, f"{name}:{loops[0].lineno if loops else ''}: a Python loop in the reference"
 
 
 def test_solutions_do_not_use_the_forbidden_builtins():
     forbidden = {"MultiheadAttention", "scaled_dot_product_attention", "multi_head_attention_forward"}
-    for name in paths.STUDENT_MODULES:
-        tree = ast.parse((paths.SOLUTIONS_DIR / "mha_pe" / name).read_text())
+    for name in LESSON.student_files:
+        tree = ast.parse((LESSON.solutions / name).read_text())
         attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         assert not attributes & forbidden, f"{name} calls {attributes & forbidden}"
 

@@ -10,6 +10,7 @@ from autograder import paths
 from autograder.classroom import write_template
 from autograder.errors import KitError
 from autograder.judge import collect_rubric
+from lesson import LESSON, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
 from autograder.release import (diff_release, find_regions, notebook_solution_lines, render_release, solution_lines,
                                 strip_solutions, write_release)
 
@@ -64,11 +65,11 @@ def test_unbalanced_markers_are_one_line_errors_with_file_and_line(text, message
 
 
 def test_committed_release_matches_a_fresh_generation():
-    assert diff_release(paths.SOLUTIONS_DIR / "mha_pe", paths.ASSIGNMENTS_DIR / "mha_pe") == []
+    assert diff_release(SOLUTIONS, RELEASE) == []
 
 
 def test_generation_is_deterministic_and_check_sees_drift(tmp_path):
-    source = paths.SOLUTIONS_DIR / "mha_pe"
+    source = SOLUTIONS
     first, second = tmp_path / "a", tmp_path / "b"
     write_release(source, first)
     write_release(source, second)
@@ -84,23 +85,23 @@ def test_generation_is_deterministic_and_check_sees_drift(tmp_path):
 
 
 def test_every_student_module_has_regions_and_every_region_is_stubbed():
-    for name in paths.STUDENT_MODULES:
-        text = (paths.SOLUTIONS_DIR / "mha_pe" / name).read_text()
+    for name in LESSON.student_files:
+        text = (SOLUTIONS / name).read_text()
         assert find_regions(text, name), f"{name} has no solution region"
-        released = (paths.ASSIGNMENTS_DIR / "mha_pe" / name).read_text()
+        released = (RELEASE / name).read_text()
         assert released.count("raise NotImplementedError") == len(find_regions(text, name))
 
 
 def test_no_solution_line_appears_anywhere_in_assignments():
     leaked_from = {}
-    for path in sorted((paths.SOLUTIONS_DIR / "mha_pe").rglob("*.py")):
+    for path in sorted(SOLUTIONS.rglob("*.py")):
         for line in solution_lines(path.read_text(), str(path)):
             leaked_from.setdefault(line, path.name)
-    for path in sorted((paths.SOLUTIONS_DIR / "mha_pe").rglob("*.ipynb")):
+    for path in sorted(SOLUTIONS.rglob("*.ipynb")):
         for line in notebook_solution_lines(path.read_text()):
             leaked_from.setdefault(line, path.name)
     assert len(leaked_from) > 30, "the solutions should have substantial regions to protect"
-    for path in sorted(paths.ASSIGNMENTS_DIR.rglob("*")):
+    for path in sorted(RELEASE.parent.rglob("*")):
         if not path.is_file() or "__pycache__" in path.parts:
             continue
         text = path.read_text(errors="replace")
@@ -113,20 +114,13 @@ def test_no_solution_line_appears_anywhere_in_assignments():
 
 
 def test_release_contains_only_the_package_its_public_tests_and_the_notebook():
-    released = sorted(p.relative_to(paths.ASSIGNMENTS_DIR).as_posix() for p in paths.ASSIGNMENTS_DIR.rglob("*")
+    assert sorted(p.name for p in RELEASE.parent.iterdir()) == [LESSON.id]
+    released = sorted(p.relative_to(RELEASE).as_posix() for p in RELEASE.rglob("*")
                       if p.is_file() and "__pycache__" not in p.parts)
-    assert released == [
-        "mha_pe/__init__.py",
-        "mha_pe/attention.py",
-        "mha_pe/check_your_understanding.ipynb",
-        "mha_pe/heads.py",
-        "mha_pe/positional_encoding.py",
-        "mha_pe/tests/checks.py",
-        "mha_pe/tests/conftest.py",
-        "mha_pe/tests/test_attention.py",
-        "mha_pe/tests/test_heads.py",
-        "mha_pe/tests/test_positional_encoding.py",
-    ]
+    assert released == sorted([
+        "__init__.py", *LESSON.student_files, NOTEBOOK,
+        "tests/checks.py", "tests/conftest.py", *(f"tests/test_{module}.py" for module in MODULES),
+    ])
 
 
 # Words that speak to the instructor or name the kit's insides, never in what students get (phrases may wrap).
@@ -179,10 +173,10 @@ def test_the_scan_passes_what_students_are_meant_to_read():
 
 def test_nothing_a_student_gets_speaks_to_the_instructor(tmp_path):
     """Every file of assignments/ and of the Classroom template: no instructor words, no hidden check's details."""
-    write_template(tmp_path / "template")
-    hidden = [entry for entry in collect_rubric() if entry[5] == "hidden"]
+    write_template(tmp_path / "template", LESSON)
+    hidden = [entry for entry in collect_rubric(LESSON.hidden_tests) if entry[5] == "hidden"]
     assert len(hidden) >= 5  # enough hidden checks for the scan to prove something
-    files = [path for root in (paths.ASSIGNMENTS_DIR, tmp_path / "template") for path in sorted(root.rglob("*"))
+    files = [path for root in (RELEASE.parent, tmp_path / "template") for path in sorted(root.rglob("*"))
              if path.is_file() and "__pycache__" not in path.parts]
     assert len(files) >= 14
     for path in files:

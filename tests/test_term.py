@@ -17,7 +17,7 @@ from autograder.mutants import copy_package
 
 GUIDE = paths.REPO_ROOT / "docs" / "instructor-guide.md"
 STEPS = ("release", "grade", "shards", "gradebook", "regrade")
-NOTEBOOK = "check_your_understanding.ipynb"
+from lesson import LESSON, MODULES, NOTEBOOK
 
 
 def term_steps(text=None):
@@ -40,8 +40,8 @@ def test_the_guide_marks_every_step_of_the_term_in_order():
 
 
 def _student(class_dir, student, package, notebook):
-    folder = class_dir / student / "assignments" / "mha_pe"
-    copy_package(package, folder)
+    folder = class_dir / student / "assignments" / LESSON.id
+    copy_package(package, folder, MODULES)
     shutil.copyfile(notebook, folder / NOTEBOOK)
 
 
@@ -55,11 +55,10 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
 
     term = tmp_path / "term"
     class_dir = term / "class"
-    solved = paths.SOLUTIONS_DIR / "mha_pe" / NOTEBOOK
-    released = paths.ASSIGNMENTS_DIR / "mha_pe" / NOTEBOOK
-    _student(class_dir, "ada", paths.SOLUTIONS_DIR / "mha_pe", solved)
-    _student(class_dir, "bo", paths.ASSIGNMENTS_DIR / "mha_pe", released)
-    _student(class_dir, "cy", paths.SOLUTIONS_DIR / "mha_pe", released)
+    solved, released = LESSON.source_notebook(), LESSON.released_notebook()
+    _student(class_dir, "ada", LESSON.solutions, solved)
+    _student(class_dir, "bo", LESSON.release, released)
+    _student(class_dir, "cy", LESSON.solutions, released)
 
     run_step("release", term)
     assert (term / "template" / ".github" / "workflows" / "classroom.yml").exists()
@@ -81,7 +80,7 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
     # Formgrader (step 5): the instructor grades ada's written answers and comments.
     nbid = json.loads((graded / "results" / "ada.json").read_text())["extra_data"]["notebook_id"]
     with Gradebook(f"sqlite:///{graded / 'nbgrader' / 'gradebook.db'}") as gradebook:
-        notebook = gradebook.find_submission_notebook("check_your_understanding", "mha_pe", nbid)
+        notebook = gradebook.find_submission_notebook(NOTEBOOK.removesuffix(".ipynb"), LESSON.id, nbid)
         for grade in notebook.grades:
             if grade.cell.cell_type == "markdown":
                 grade.manual_score = grade.max_score
@@ -99,7 +98,7 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
 
     # A corrected submission arrives for bo (step 8): only bo is regraded, ada keeps her manual grades.
     shutil.rmtree(class_dir / "bo")
-    _student(class_dir, "bo", paths.SOLUTIONS_DIR / "mha_pe", solved)
+    _student(class_dir, "bo", LESSON.solutions, solved)
     before = {student: (graded / "results" / f"{student}.json").read_text() for student in ("ada", "cy")}
     out = run_step("regrade", term)
     assert "kept" in out

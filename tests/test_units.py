@@ -5,6 +5,7 @@ import pytest
 from autograder.forbidden import scan_module
 from autograder.results import SubmissionResult, TestResult
 from autograder.submission import read_files, safe_name
+from lesson import CONTRACT, SOLUTIONS
 
 
 def test_the_scan_finds_forbidden_calls_and_where_they_are():
@@ -20,7 +21,7 @@ class MultiHeadAttention(torch.nn.Module):
     def __init__(self, d, h):
         self.inner = MHA(d, h)
 """
-    found = scan_module(source, "attention")
+    found = scan_module(source, "attention", CONTRACT)
     assert found == {"scaled_dot_product_attention": {"torch.nn.functional.scaled_dot_product_attention"},
                      "MultiHeadAttention": {"torch.nn.MultiheadAttention"}}
 
@@ -38,13 +39,13 @@ class MultiHeadAttention(torch.nn.Module):
     def forward(self, x):
         return scaled_dot_product_attention(x, x, x)
 """
-    assert scan_module(source, "attention") == {}
+    assert scan_module(source, "attention", CONTRACT) == {}
 
 
 def test_getattr_tricks_are_caught():
     source = "import torch\ndef scaled_dot_product_attention(q, k, v, mask=None):\n" \
              "    return getattr(torch.nn.functional, 'scaled_dot_product_attention')(q, k, v), None\n"
-    assert scan_module(source, "attention")
+    assert scan_module(source, "attention", CONTRACT)
 
 
 def test_results_round_trip_through_json():
@@ -69,7 +70,7 @@ def test_oversized_and_linked_files_are_refused(tmp_path):
     (tmp_path / "heads.py").write_bytes(b"x" * (2 << 20))
     (tmp_path / "attention.py").symlink_to("/etc/passwd")
     (tmp_path / "positional_encoding.py").write_text("ok = 1\n")
-    files, problems = read_files(tmp_path)
+    files, problems = read_files(tmp_path, CONTRACT)
     assert set(files) == {"positional_encoding"}
     assert "larger than" in problems["heads"] and "symbolic link" in problems["attention"]
 
@@ -177,7 +178,7 @@ def test_a_confined_process_cannot_open_sockets_or_read_the_kit():
                                        "write": [str(home)]})
             report.append(f"uid={os.getuid()} landlock={applied['landlock']}")
             for label, attempt in (("socket", lambda: socket.socket()),
-                                   ("kit", lambda: open(paths.SOLUTIONS_DIR / "mha_pe" / "heads.py").read()),
+                                   ("kit", lambda: open(SOLUTIONS / "heads.py").read()),
                                    ("home", lambda: open(home / "note.txt", "w").write("ok"))):
                 try:
                     attempt()
@@ -232,7 +233,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     print("scaled_dot_product_attention")
     return torch.softmax(q @ k.transpose(-2, -1), -1) @ v, None
 '''
-    assert scan_module(source, "attention") == {}
+    assert scan_module(source, "attention", CONTRACT) == {}
 
 
 @pytest.mark.parametrize("lookup", ['vars(F)["scaled_dot_product_attention"]',
@@ -241,7 +242,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 def test_names_looked_up_as_strings_are_caught(lookup):
     source = ("import operator\nimport torch.nn.functional as F\n"
               f"def scaled_dot_product_attention(q, k, v, mask=None):\n    return {lookup}(q, k, v), None\n")
-    assert scan_module(source, "attention") == {
+    assert scan_module(source, "attention", CONTRACT) == {
         "scaled_dot_product_attention": {"torch.nn.functional.scaled_dot_product_attention"}}
 
 

@@ -1,23 +1,53 @@
-"""The assignment's public names and the student file each one lives in."""
+"""The shape of a student package, as data: which files, which public names, which library calls are off limits.
 
-# name -> module (file stem) of the student package
-NAMES = {
-    "get_positional_encoding": "positional_encoding",
-    "shift_matrix": "positional_encoding",
-    "PositionalEncoding": "positional_encoding",
-    "split_heads": "heads",
-    "combine_heads": "heads",
-    "scaled_dot_product_attention": "attention",
-    "MultiHeadAttention": "attention",
-}
-CLASSES = frozenset({"PositionalEncoding", "MultiHeadAttention"})
-MODULES = ("positional_encoding", "heads", "attention")
-PACKAGE = "mha_pe"
+The judge reads it from the assignment's descriptor (:mod:`autograder.assignment`) and hands it to each
+worker as JSON (the ``GRADER_CONTRACT`` variable), so no lesson is written into the worker's code.
+"""
 
-# Library calls that would skip the part of the assignment they replace.
-FORBIDDEN = {
-    "MultiheadAttention": "torch.nn.MultiheadAttention",
-    "scaled_dot_product_attention": "torch.nn.functional.scaled_dot_product_attention",
-    "multi_head_attention_forward": "torch.nn.functional.multi_head_attention_forward",
-    "_native_multi_head_attention": "torch._native_multi_head_attention",
-}
+import json
+from dataclasses import dataclass
+
+ENV = "GRADER_CONTRACT"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """``package``: the name students' code imports itself under; ``modules``: the student files (stems), in the
+    order students write them; ``names``: each public name -> the module that defines it; ``classes``: the names
+    whose instances stay in the worker behind handles; ``forbidden``: dotted paths of library calls that would
+    skip the work the assignment asks for (``torch.linalg.vector_norm``)."""
+
+    package: str
+    modules: tuple[str, ...]
+    names: dict[str, str]
+    classes: frozenset[str]
+    forbidden: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        stray = sorted(module for module in self.names.values() if module not in self.modules)
+        if stray:
+            raise ValueError(f"public names point at files that are not the assignment's: {', '.join(stray)}")
+        if not self.classes <= set(self.names):
+            raise ValueError("every class must be one of the public names")
+
+    @property
+    def forbidden_by_name(self) -> dict[str, str]:
+        """``{attribute name: dotted path}``: how a use looks in source (``F.normalize``)."""
+        return {path.rsplit(".", 1)[-1]: path for path in self.forbidden}
+
+    def to_json(self) -> dict:
+        return {"package": self.package, "modules": list(self.modules), "names": dict(self.names),
+                "classes": sorted(self.classes), "forbidden": list(self.forbidden)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Contract":
+        return cls(str(data["package"]), tuple(map(str, data["modules"])),
+                   {str(name): str(module) for name, module in dict(data["names"]).items()},
+                   frozenset(map(str, data.get("classes", ()))), tuple(map(str, data.get("forbidden", ()))))
+
+    def to_env(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    @classmethod
+    def from_env(cls, environ: dict) -> "Contract":
+        return cls.from_json(json.loads(environ[ENV]))

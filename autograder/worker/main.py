@@ -23,46 +23,28 @@ def apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+WARM_UP_ENV = "GRADER_WARM_UP"  # the lesson's own warm-up (trusted source text from the judge), if it has one
+
+
 def warm_up(torch):
     """Pay the one-time costs of the first calls (the meta device's Python kernels import torch._dynamo, ~1 s;
     the first fake-tensor call, ~1 s more) before any student code runs, so they are not charged to the
-    student's time limits."""
+    student's time limits. The lesson's warm-up then runs what its checks meet most: fake tensors cache their
+    work by shape, so the shapes matter."""
     from .session import on_fake_device
 
     x = torch.ones(2, 3, 4, requires_grad=True)
     layer = torch.nn.Linear(4, 4)
-    scores = torch.softmax(layer(x) @ x.transpose(-2, -1), dim=-1).masked_fill(torch.zeros(3, 3, dtype=torch.bool), 0)
-    (scores.unflatten(-1, (3, 1)).flatten(-2).sum() + torch.stack((x.sin(), x.cos()), -1).sum()).backward()
+    (torch.softmax(layer(x) @ x.transpose(-2, -1), dim=-1).sum() + x.sin().sum()).backward()
     meta = torch.empty(2, 3, device="meta")
     (meta + meta).softmax(-1)
     torch.func.functional_call(layer, {"weight": torch.zeros(4, 4)}, (x,), strict=False)
-
-    def fake(x):  # what the device checks meet most: projections, views, indexing, masking with a CPU scalar
-        heads = (x[:, :3] @ torch.ones(4, 4, device=x.device)).unflatten(-1, (2, 2)).transpose(1, 2)  # (2, 2, 3, 2)
-        scores = heads @ heads.transpose(-2, -1) / 2.0
-        mask = torch.ones(3, 3, dtype=torch.bool, device=x.device).tril()
-        weights = scores.masked_fill(~mask, torch.tensor(-1.0)).softmax(-1)
-        return (weights @ heads).transpose(1, 2).reshape(2, 3, 4) + x[:, :3], torch.stack((x.sin(), x.cos()), -1)
-
-    on_fake_device(fake, (torch.empty(2, 5, 4, device="meta"),), {})
     on_fake_device(layer, (torch.empty(2, 5, 4, device="meta"),), {})
-
-    class Attention(torch.nn.Module):  # the device checks' sizes: fake tensors cache their work by shape
-        def __init__(self):
-            super().__init__()
-            self.q, self.k, self.v, self.o = (torch.nn.Linear(8, 8) for _ in range(4))
-
-        def forward(self, x, mask=None):
-            q, k, v = (layer(x).unflatten(-1, (2, 4)).transpose(1, 2) for layer in (self.q, self.k, self.v))
-            scores = (q / 2.0) @ k.transpose(-2, -1)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(-1)
-            return self.o((weights @ v).transpose(1, 2).flatten(2)), weights
-
-    x = torch.empty(2, 5, 8, device="meta")
-    for mask in (None, torch.empty(5, 5, dtype=torch.bool, device="meta")):
-        on_fake_device(Attention(), (x,), {"mask": mask})
+    source = os.environ.pop(WARM_UP_ENV, "")
+    if source:
+        namespace = {}
+        exec(compile(source, "<lesson warm-up>", "exec"), namespace)  # noqa: S102 - the instructor's own code
+        namespace["warm_up"](torch, on_fake_device)
 
 
 def prepare_torch(threads):
@@ -77,12 +59,13 @@ def prepare_torch(threads):
     return torch, torch.cuda.is_available()
 
 
-def serve(root, in_fd, out_fd):
-    """Answer the judge's requests about the submission in ``root`` until the judge closes the channel."""
+def serve(root, in_fd, out_fd, contract):
+    """Answer the judge's requests about the submission in ``root`` (shaped as ``contract`` says) until the judge
+    closes the channel."""
     from . import protocol
     from .session import Session, install_tripwires
 
-    session = Session(root)
+    session = Session(root, contract)
     install_tripwires(session)
     while True:
         try:
@@ -101,6 +84,9 @@ def main(argv):
     torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
 
     from . import protocol
+    from .contract import Contract
+
+    contract = Contract.from_env(os.environ)
 
     limits = json.loads(os.environ.get("GRADER_LIMITS") or "{}")
     if limits:
@@ -112,7 +98,7 @@ def main(argv):
         confine(json.loads(plan))
     protocol.send(out_fd, {"ready": True, "cuda": cuda, "torch": torch.__version__})
     warm_up(torch)  # while the judge is still busy with the previous student
-    return serve(root, in_fd, out_fd)
+    return serve(root, in_fd, out_fd, contract)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ JSON trees in which a few tagged objects stand for what JSON lacks::
 
     {"__tensor__": i, "dtype": "float32", "shape": [2, 3], "device": "cpu"}  bytes at blob slot i
     {"__tuple__": [...]}   {"__dict__": [[key, value], ...]}   {"__float__": "nan"}
-    {"__handle__": 7, "type": "MultiHeadAttention"}   an object kept in the worker
+    {"__handle__": 7, "type": "SomeModule"}          an object kept in the worker
     {"__unsupported__": "SomeClass"}                 anything else a student returned
 
 Decoding accepts nothing else, maps dtype names through a fixed table and

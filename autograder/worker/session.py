@@ -22,7 +22,7 @@ import types
 
 import torch
 
-from . import contract
+from .contract import Contract
 from .protocol import DTYPES, decode, encode
 
 MESSAGE_LIMIT = 400
@@ -39,18 +39,20 @@ def _safe_text(value, limit=MESSAGE_LIMIT):
 
 
 class Session:
-    """One submission, imported lazily from ``root`` (a folder holding the student's ``.py`` files)."""
+    """One submission, imported lazily from ``root`` (a folder holding the student's ``.py`` files), shaped as
+    ``contract`` says."""
 
-    def __init__(self, root):
+    def __init__(self, root, contract: Contract):
         self.root = os.path.realpath(root)
+        self.contract = contract
         self.modules = {}  # module name -> module, or error record
         self.handles = {}
         self.forbidden_hits = []
-        package = types.ModuleType(contract.PACKAGE)
+        package = types.ModuleType(contract.package)
         package.__path__ = [self.root]  # the student's __init__.py is not theirs to write: never run it
-        package.__package__ = contract.PACKAGE
-        package.__getattr__ = self.lookup  # what the trusted __init__.py exports: ``from mha_pe import X``
-        sys.modules[contract.PACKAGE] = package
+        package.__package__ = contract.package
+        package.__getattr__ = self.lookup  # what the trusted __init__.py exports: ``from <package> import X``
+        sys.modules[contract.package] = package
         self.notebook = None  # the notebook's runner, made by its first cell
 
     # ------------------------------------------------------------ errors
@@ -78,27 +80,28 @@ class Session:
     # ------------------------------------------------------------ imports
 
     def import_module(self, name):
-        """Import ``mha_pe.<name>`` once; remember a failure as an error record."""
+        """Import ``<package>.<name>`` once; remember a failure as an error record."""
         if name not in self.modules:
             if not os.path.isfile(os.path.join(self.root, name + ".py")):
                 self.modules[name] = {"type": "MissingFile", "mro": ["MissingFile"], "message": f"{name}.py is missing",
                                       "where": None}
             else:
                 try:
-                    self.modules[name] = importlib.import_module(f"{contract.PACKAGE}.{name}")
+                    self.modules[name] = importlib.import_module(f"{self.contract.package}.{name}")
                 except BaseException as error:  # noqa: BLE001 - SyntaxError, SystemExit, anything
-                    sys.modules.pop(f"{contract.PACKAGE}.{name}", None)
+                    sys.modules.pop(f"{self.contract.package}.{name}", None)
                     self.modules[name] = self.error_record(error)
         return self.modules[name]
 
     def lookup(self, name):
-        if name not in contract.NAMES:
+        owner = self.contract.names.get(name)
+        if owner is None:
             raise AttributeError(f"{name} is not part of the assignment")
-        module = self.import_module(contract.NAMES[name])
+        module = self.import_module(owner)
         if isinstance(module, dict):
-            raise ImportFailed(contract.NAMES[name], module)
+            raise ImportFailed(owner, module)
         if not hasattr(module, name):
-            raise ImportFailed(contract.NAMES[name], {"type": "MissingName", "mro": ["MissingName"],
+            raise ImportFailed(owner, {"type": "MissingName", "mro": ["MissingName"],
                                                       "message": f"{name} is not defined", "where": None})
         return getattr(module, name)
 
@@ -136,7 +139,7 @@ class Session:
 
     def op_import(self, message, blobs):
         name = message["module"]
-        if name not in contract.MODULES:
+        if name not in self.contract.modules:
             raise LookupError(f"{name} is not a module of the assignment")
         module = self.import_module(name)
         if isinstance(module, dict):
@@ -317,7 +320,8 @@ class ImportFailed(Exception):
 
 
 def install_tripwires(session):
-    """Record every call to the library code the assignment asks students to write themselves."""
+    """Record every call to the library code the assignment asks students to write themselves (the contract's
+    ``forbidden`` paths: a function is wrapped where it lives, a class at construction and at ``forward``)."""
 
     def wrap(owner, name, label):
         original = getattr(owner, name, None)
@@ -330,9 +334,24 @@ def install_tripwires(session):
 
         setattr(owner, name, tripwire)
 
-    functional = torch.nn.functional
-    wrap(functional, "scaled_dot_product_attention", contract.FORBIDDEN["scaled_dot_product_attention"])
-    wrap(functional, "multi_head_attention_forward", contract.FORBIDDEN["multi_head_attention_forward"])
-    wrap(torch, "_native_multi_head_attention", contract.FORBIDDEN["_native_multi_head_attention"])
-    wrap(torch.nn.MultiheadAttention, "__init__", contract.FORBIDDEN["MultiheadAttention"])
-    wrap(torch.nn.MultiheadAttention, "forward", contract.FORBIDDEN["MultiheadAttention"])
+    for path in session.contract.forbidden:
+        owner, target = _resolve(path)
+        if target is None:
+            continue  # not in this library version: nothing to call
+        if isinstance(target, type):
+            wrap(target, "__init__", path)
+            wrap(target, "forward", path)
+        else:
+            wrap(owner, path.rsplit(".", 1)[-1], path)
+
+
+def _resolve(path):
+    """``(owner, object)`` that the dotted ``path`` names (``(None, None)`` when it names nothing)."""
+    parts = path.split(".")
+    try:
+        owner = importlib.import_module(parts[0])
+        for part in parts[1:-1]:
+            owner = getattr(owner, part)
+        return owner, getattr(owner, parts[-1])
+    except (ImportError, AttributeError):
+        return None, None

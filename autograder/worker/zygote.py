@@ -23,7 +23,8 @@ import struct
 import sys
 import time
 
-from . import contract, linux
+from . import linux
+from .contract import Contract
 
 SUBMISSION = "/tmp/submission"
 STATUS = struct.Struct("<i")  # a wait status, as os.waitpid returns it
@@ -74,7 +75,7 @@ def can_isolate():
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
-def _worker(in_fd, out_fd, output_fd, limits):
+def _worker(in_fd, out_fd, output_fd, limits, contract):
     """PID 1 of the new namespace: receive the files, give up everything, then serve the judge."""
     from . import protocol
     from .main import apply_limits, serve
@@ -91,15 +92,15 @@ def _worker(in_fd, out_fd, output_fd, limits):
     message, blobs = protocol.receive(in_fd, time.monotonic() + 30)
     os.mkdir(SUBMISSION, 0o755)
     for name, data in zip(message.get("files", []), blobs, strict=True):
-        if name in contract.MODULES:
+        if name in contract.modules:
             with open(os.path.join(SUBMISSION, name + ".py"), "wb") as handle:
                 handle.write(data)
     os.chdir("/tmp")
     apply_limits(limits)
-    return serve(SUBMISSION, in_fd, out_fd)
+    return serve(SUBMISSION, in_fd, out_fd, contract)
 
 
-def _spawn(fds, message, report):
+def _spawn(fds, message, report, contract):
     """In the zygote's child: isolate, fork the worker (PID 1 inside), wait for it and report how it ended.
 
     The worker's wait status goes to the zygote over ``report`` (a pipe) as soon as it is known: by then the
@@ -117,7 +118,7 @@ def _spawn(fds, message, report):
         try:
             os.close(report)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-            code = _worker(in_fd, out_fd, output_fd, message["limits"])
+            code = _worker(in_fd, out_fd, output_fd, message["limits"], contract)
         finally:
             os._exit(code)
     # The stop may arrive just as the worker ends on its own (the judge closed its pipes): the handler then
@@ -192,6 +193,7 @@ def main(argv):
     from .main import prepare_torch, warm_up
 
     control = socket.socket(fileno=int(argv[1]))
+    contract = Contract.from_env(os.environ)
     torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
     warm_up(torch)
     nested = can_isolate()
@@ -217,7 +219,7 @@ def main(argv):
                     control.close()
                     for fd in [report] + [child.report for child in children.values() if child.report is not None]:
                         os.close(fd)
-                    code = _spawn(fds, message, report_w)
+                    code = _spawn(fds, message, report_w, contract)
                 finally:
                     os._exit(code)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})

@@ -3,7 +3,7 @@
 import torch
 
 from autograder.rubric import graded
-from autograder.hidden_tests.support import close, each_case, randn, student_raises, tensor
+from .support import close, each_case, randn, student_raises, tensor
 from autograder.worker.protocol import device_of
 
 GROUP = "heads"

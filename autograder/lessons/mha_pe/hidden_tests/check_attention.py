@@ -9,7 +9,7 @@ tests); structure and gradients are fetched as tensors and confirmed by recomput
 import torch
 
 from autograder.rubric import graded
-from autograder.hidden_tests.support import (PROJECTIONS, close, each_case, expected_attention, is_close,
+from .support import (PROJECTIONS, close, each_case, expected_attention, is_close,
                                              module_and_twin, pair, randn, student_raises, tensor)
 
 GROUP = "attention"

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from autograder.rubric import graded
-from autograder.hidden_tests.support import close, pair, randn, tensor
+from .support import close, pair, randn, tensor
 from autograder.worker.protocol import device_of
 
 GROUP = "properties"

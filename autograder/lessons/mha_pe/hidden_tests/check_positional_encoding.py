@@ -1,7 +1,7 @@
 """Hidden tests: the sinusoidal table, the shift matrix and the PositionalEncoding module.
 
 Each test reads only what its own concept decides: the table's pairs are found wherever its layout put them
-(:func:`~autograder.hidden_tests.support.sine_pairs`), so a layout mistake costs the layout test alone, a
+(:func:`~.support.sine_pairs`), so a layout mistake costs the layout test alone, a
 frequency mistake the frequency test alone, and so on.
 """
 
@@ -12,7 +12,7 @@ import time
 import torch
 
 from autograder.rubric import graded
-from autograder.hidden_tests.support import (close, each_case, is_close, pair_rates, randn, recurrence_residual,
+from .support import (close, each_case, is_close, pair_rates, randn, recurrence_residual,
                                              sine_pairs, student_raises, tensor, unwrapped_angle)
 from autograder.worker.protocol import device_of
 

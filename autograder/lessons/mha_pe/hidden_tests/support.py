@@ -7,8 +7,8 @@ import zlib
 
 import torch
 
-from ..remote import StudentError, SubmissionFailure
-from ..worker.protocol import Handle, Unsupported, device_of
+from autograder.remote import StudentError, SubmissionFailure
+from autograder.worker.protocol import Handle, Unsupported, device_of
 
 
 def each_case(count=4, examples=(), **choices):

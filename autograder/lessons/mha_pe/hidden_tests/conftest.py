@@ -6,13 +6,18 @@ and ``reference`` (see :mod:`autograder.hidden_suite`). By hand,
 over one folder, in the sandbox that ``--sandbox`` selects.
 """
 
+from pathlib import Path
+
 import pytest
 
+from autograder.assignment import load
 from autograder.reference import load_reference
+
+ASSIGNMENT = Path(__file__).resolve().parent.parent  # this lesson's folder, with its descriptor
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("mha_pe grading")
+    group = parser.getgroup("hidden tests")
     group.addoption("--submission", help="folder with a student's positional_encoding.py, heads.py, attention.py")
     group.addoption("--sandbox", default="auto", help="auto, bwrap or none")
 
@@ -20,7 +25,7 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session")
 def reference():
     """The trusted reference package (solutions/)."""
-    return load_reference()
+    return load_reference(load(ASSIGNMENT))
 
 
 @pytest.fixture(scope="session")
@@ -31,5 +36,5 @@ def student(request):
     folder = request.config.getoption("--submission")
     if not folder:
         pytest.fail("run the hidden tests through 'python -m autograder grade', or pass --submission DIR")
-    with open_submission(folder, request.config.getoption("--sandbox")) as submission:
+    with open_submission(folder, load(ASSIGNMENT), request.config.getoption("--sandbox")) as submission:
         yield submission

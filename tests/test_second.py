@@ -1,0 +1,111 @@
+"""The seam between engine and lesson: a second, tiny assignment (``tests/fixtures/vector_norms``) goes through
+release, grading, validation and every report with nothing but its descriptor."""
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder import assignment as assignments
+from autograder.classroom import classroom_steps, write_template
+from autograder.grading import grade_class
+from autograder.mutants import build, copy_package, load_catalogue
+from autograder.public_tests import run_public_tests
+from autograder.release import release, solution_lines
+from autograder.rubric_page import render_rubric
+from autograder.validate import validate
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "vector_norms"
+
+
+@pytest.fixture(scope="module")
+def lesson(tmp_path_factory):
+    """The fixture copied to a folder of its own and released there (its release is generated, never committed)."""
+    root = tmp_path_factory.mktemp("second") / "vector_norms"
+    shutil.copytree(FIXTURE, root)
+    lesson = assignments.load(root)
+    ok, _ = release(lesson)
+    assert ok
+    return lesson
+
+
+@pytest.fixture(scope="module")
+def graded(lesson, tmp_path_factory):
+    """The reference, the stubs, every catalogued bug and variant, graded by one ``grade`` run."""
+    root = tmp_path_factory.mktemp("second-class")
+    class_dir, out = root / "class", root / "out"
+    modules = lesson.contract.modules
+    copy_package(lesson.solutions, class_dir / "reference", modules)
+    copy_package(lesson.release, class_dir / "stubs", modules)
+    for kind, file in (("bug", "bugs.toml"), ("variant", "variants.toml")):
+        for mutant in load_catalogue(lesson.catalogue / file, kind):
+            build(mutant, class_dir / mutant.id, lesson)
+    results = {result.student: result for result in grade_class(class_dir, out, emit=lambda line: None,
+                                                                  assignment=lesson)}
+    return results, out
+
+
+def test_the_descriptor_is_all_the_engine_knows(lesson):
+    assert lesson.id == "vector_norms" and lesson.notebook is None
+    assert lesson.contract.modules == ("norms", "layers")
+    assert lesson.contract.names == {"l2_norm": "norms", "normalize": "norms", "UnitNorm": "layers"}
+    assert lesson.contract.forbidden_by_name["normalize"] == "torch.nn.functional.normalize"
+
+
+def test_the_release_is_generated_from_its_solutions_and_leaks_nothing(lesson):
+    assert release(lesson, check=True)[0]
+    for name in lesson.student_files:
+        source, released = (lesson.solutions / name).read_text(), (lesson.release / name).read_text()
+        assert "NotImplementedError" in released
+        assert not set(solution_lines(source, name)) & {line.strip() for line in released.splitlines()}
+    runs = {folder: run_public_tests(folder, lesson) for folder in (lesson.solutions.parent, lesson.release.parent)}
+    on_reference, on_stubs = runs[lesson.solutions.parent], runs[lesson.release.parent]
+    assert on_reference.exit_code == 0 and len(on_reference.outcomes) == 3
+    assert set(on_stubs.outcomes.values()) == {"failed"}
+
+
+def test_its_class_is_graded_with_its_own_rubric(lesson, graded):
+    results, out = graded
+    maximum = 7  # the fixture's four hidden tests: 2 + 2 + 1 + 2 points
+    reference, stubs = results["reference"], results["stubs"]
+    assert reference.score == reference.max_score == maximum
+    assert stubs.score == 0 and stubs.max_score == maximum
+    assert results["norm-as-matmul"].score == maximum, "a correct variant keeps every point"
+    forbidden = results["uses-torch-normalize"]
+    assert forbidden.score < maximum
+    assert any("torch.nn.functional.normalize" in test.output for test in forbidden.tests if test.status == "failed")
+    assert {test.group for test in reference.tests} == {"norms"}
+
+
+def test_its_reports_are_written(lesson, graded):
+    results, out = graded
+    with open(out / "gradebook.csv", newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == set(results) and rows["reference"]["score"] == "7"
+    assert "notebook" not in next(iter(rows.values())), "no notebook, no notebook columns"
+    feedback = (out / "feedback" / "normalize-divides-by-zero.md").read_text()
+    assert "zero vector" in feedback.lower()
+    assert "test_zero_vector_stays_zero" not in feedback, "a hidden check shows its concept, never its code"
+    assert (out / "report.md").is_file() and (out / "figures" / "pass_rate.png").is_file()
+    assert not (out / "nbgrader").exists()
+
+
+def test_validate_proves_its_grader(lesson):
+    lines = []
+    assert validate(jobs=2, emit=lines.append, assignment=lesson)
+    text = "\n".join(lines)
+    assert "mutation score: 3/3 bugs caught" in text
+    assert "correct variants keeping their points: 1/1" in text
+
+
+def test_its_rubric_page_and_classroom_template(lesson, tmp_path):
+    page = render_rubric(lesson)
+    assert "Total: 7" in page and "normalize keeps a zero vector at zero" in page
+    steps = classroom_steps(lesson)
+    assert [step.test_file for step in steps] == ["test_norms.py", "test_norms.py", "test_layers.py"]
+    files = write_template(tmp_path / "template", lesson)
+    assert "assignments/vector_norms/norms.py" in files
+    readme = (tmp_path / "template" / "README.md").read_text()
+    assert readme.startswith("# Vector norms") and "pip install" in readme
+    assert "vector_norms/tests" in (tmp_path / "template" / "pytest.ini").read_text()
