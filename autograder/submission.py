@@ -301,16 +301,22 @@ GRADING_CODE = ("assignment.py", "forbidden.py", "hidden_suite.py", "judge.py", 
                 "remote.py", "results.py", "rubric.py", "sandbox.py", "submission.py", "worker")
 
 
-def grader_fingerprint(inputs: list[Path]) -> str:
-    """Hash of everything that decides a grade: the engine's grading code (``GRADING_CODE``) and the
-    assignment's ``inputs`` (its reference, hidden tests, notebook, descriptor: ``Assignment.grading_inputs``)."""
+def grading_code() -> list[Path]:
+    """The engine's files that decide grades (``GRADING_CODE``), in a fixed order."""
     engine = Path(__file__).resolve().parent
     paths = []
     for name in GRADING_CODE:
         path = engine / name
         paths += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return paths
+
+
+def grader_fingerprint(inputs: list[Path]) -> str:
+    """Hash of everything that decides a grade: the engine's grading code and the assignment's ``inputs`` (its
+    reference, hidden tests, notebook, descriptor: ``Assignment.grading_inputs``)."""
+    engine = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in paths + [Path(path) for path in inputs]:
+    for path in grading_code() + [Path(path) for path in inputs]:
         name = Path(os.path.relpath(path, engine)).as_posix()  # the same on every checkout of the kit
         digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]

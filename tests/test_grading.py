@@ -346,3 +346,22 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
     assert any("could not be read" in note for note in results["broken-read"].notes)
     assert any("could not be written" in note for note in results["broken-write"].notes)
     assert (tmp_path / "out" / "gradebook.csv").exists()
+
+
+def test_resume_fingerprints_only_what_decides_a_grade(tmp_path):
+    """Editing the bench, the demo or a report keeps every saved result; the judge, the worker, the hidden tests,
+    the reference and the notebook do not."""
+    from autograder.submission import grader_fingerprint, grading_code
+
+    engine = paths.REPO_ROOT / "autograder"
+    hashed = {path.relative_to(engine).as_posix() for path in grading_code()}
+    assert {"judge.py", "remote.py", "hidden_suite.py", "worker/session.py", "worker/protocol.py"} <= hashed
+    assert not hashed & {"bench.py", "demo.py", "figures.py", "cli.py", "reports/feedback.py", "classroom.py"}
+    inputs = LESSON.grading_inputs()
+    assert {LESSON.descriptor, LESSON.source_notebook(), LESSON.hidden_tests / "check_heads.py",
+            LESSON.solutions / "heads.py"} <= set(inputs)
+    copy = tmp_path / "heads.py"
+    copy.write_text((LESSON.solutions / "heads.py").read_text())
+    before = grader_fingerprint([copy])
+    copy.write_text(copy.read_text() + "\n# an edit\n")
+    assert grader_fingerprint([copy]) != before
