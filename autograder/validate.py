@@ -21,7 +21,6 @@ from . import paths
 from .errors import KitError
 from .grading import grade_class
 from .hidden_suite import HiddenSuite
-from .judge import CHECK_CRASHED
 from .mutants import build, copy_package, load_catalogue
 
 CATALOGUE = paths.REPO_ROOT / "tests" / "catalogue"
@@ -109,8 +108,8 @@ def assess(results, bugs, variants, topics=None, require_cuda=False, lines=None)
     topics = topics if topics is not None else HiddenSuite.collect().topics
     verdicts = []
     for student, result in sorted(results.items()):
-        grader_notes = [note for note in result.notes if note.startswith(("grader problem", "grading failed"))
-                        or (student not in bugs and CHECK_CRASHED in note)]  # correct code must not crash a check
+        grader_notes = [f"{failure.kind}: {failure.reason}" for failure in result.grader_failures
+                        if failure.kind != "check_crashed" or student not in bugs]  # correct code must not crash a check
         failures = ()
         if student == "reference":
             ok = result.score == result.max_score > 0
