@@ -23,7 +23,7 @@ from .planning import discover, plan, shard_students, without_clashes, write_sha
 from .progress import Progress
 from .reports import write_reports
 from .results import SubmissionResult
-from .sandbox import Limits, Sandbox, choose_sandbox, lock_instructor_folders
+from .sandbox import Limits, Requested, Sandbox, choose_sandbox, lock_instructor_folders
 
 
 def _sandbox(mode: str, limits: Limits | None, fork: bool, out_dir: Path, class_dir: Path,
@@ -41,7 +41,7 @@ def _sandbox(mode: str, limits: Limits | None, fork: bool, out_dir: Path, class_
     return sandbox
 
 
-def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandbox_mode: str = "auto",
+def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandbox_mode: Requested = "auto",
                 resume: bool = False, emit: Callable[[str], None] = print, progress: Progress | None = None,
                 limits: Limits | None = None, fork: bool = True, skip_notebook: bool = False,
                 shard: tuple[int, int] | None = None, shard_by: str = "index") -> list[SubmissionResult]:

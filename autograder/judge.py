@@ -24,7 +24,7 @@ from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
 from .results import GraderFailure, SubmissionResult, TestResult
 from .rubric import RubricEntry
-from .sandbox import Sandbox, choose_sandbox
+from .sandbox import Requested, Sandbox, choose_sandbox
 from .workers import WorkerFactory
 
 
@@ -157,7 +157,7 @@ def _note(failure: GraderFailure) -> str:
 
 
 @contextlib.contextmanager
-def open_submission(folder: str | Path, sandbox_mode: str = "auto") -> Iterator[RemoteSubmission]:
+def open_submission(folder: str | Path, sandbox_mode: Requested = "auto") -> Iterator[RemoteSubmission]:
     """A RemoteSubmission over ``folder`` (for running the hidden tests by hand)."""
     files, _ = submissions.read_files(folder)
     sandbox = choose_sandbox(sandbox_mode)

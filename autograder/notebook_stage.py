@@ -505,10 +505,10 @@ def grade_into(result, intake, sandbox, launch, out_dir):
                                         intake.notebook if outcome.executed is not None else None, outcome.executed)
     except OSError as error:
         notes.append(f"the executed notebook could not be written ({type(error).__name__})")
-    # What the notebook's processes printed outside its cells: the instructor's view only.
     summary = NotebookSummary(id=nbid, pending_manual=outcome.pending, manual_max=sum(assignment.written.values()),
                               seconds=round(time.monotonic() - started, 3), reason=outcome.reason or "",
                               output=bounded(remote.output_text(), 16 << 10))
     notes = [bounded(note, 300) for note in notes][:10]
-    return replace(result, tests=result.tests + tuple(outcome.tests), notebook=summary, notes=result.notes + tuple(notes),
+    return replace(result, tests=result.tests + tuple(outcome.tests), notebook=summary,
+                   notes=result.notes + tuple(notes),
                    output="\n".join(filter(None, [result.output, *notes])))

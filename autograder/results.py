@@ -144,7 +144,7 @@ class SubmissionResult:
     tests: tuple[TestResult, ...] = ()
     execution_time: float = 0.0
     output: str = ""
-    sandbox: str = "bwrap"
+    sandbox: str = "bwrap"  # the sandbox.Mode it was graded in
     fingerprint: str = ""
     notes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # the submission's own output and messages (instructor)

@@ -108,8 +108,9 @@ def assess(results, bugs, variants, topics=None, require_cuda=False, lines=None)
     topics = topics if topics is not None else HiddenSuite.collect().topics
     verdicts = []
     for student, result in sorted(results.items()):
+        # Any grader-side failure is a problem; a crashed check only on correct code (a bug's data may crash one).
         grader_notes = [f"{failure.kind}: {failure.reason}" for failure in result.grader_failures
-                        if failure.kind != "check_crashed" or student not in bugs]  # correct code must not crash a check
+                        if failure.kind != "check_crashed" or student not in bugs]
         failures = ()
         if student == "reference":
             ok = result.score == result.max_score > 0
