@@ -117,7 +117,7 @@ class Judge:
             failure = _student_failure(outcome.error) if outcome.error is not None else None
             if failure is not None and failure.detail:
                 details[result.id] = failure.detail
-        return tests, notes, details
+        return tests, failures, details
 
     def grade(self, student: str, files: dict[str, bytes], problems: dict[str, str], sandbox: Sandbox,
               launch: Callable[[], Any], fingerprint: str = "", worker: Any = None) -> SubmissionResult:

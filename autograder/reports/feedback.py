@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results import SubmissionResult, TestResult, write_atomic
+from ..results import SubmissionResult, write_atomic
 from ..submission import safe_name
 from .escape import markdown
 
