@@ -20,8 +20,8 @@ from typing import Any, Literal, get_args
 Status = Literal["passed", "failed", "pending", "skipped"]
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 VISIBILITIES: tuple[Visibility, ...] = get_args(Visibility)
-# What broke on the grader's side. Only ``check_crashed`` can follow from a submission's data (a check raised on
-# its answer), so it never ends grading, earns a retry or changes the student's feedback.
+# What broke on the grader's side. ``check_crashed`` is the kind a submission's data is expected to cause (a check
+# raised on its answer): it never ends grading or changes the student's feedback. Only ``no_worker`` is retried.
 FailureKind = Literal[
     "no_worker",  # no worker could be started: the grading machine's trouble, the one case retried
     "grader_error",  # the grader's own exception while grading this student
