@@ -43,8 +43,7 @@ def _demo(args):
 
 def _grade(args):
     from .grading import grade_class
-
-    from .grading import parse_shard
+    from .planning import parse_shard
 
     shard = parse_shard(args.shard) if args.shard else None
     grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume,
@@ -54,7 +53,7 @@ def _grade(args):
 
 
 def _judge(args):
-    from .grading import judge_main
+    from .judge_pool import judge_main
 
     return judge_main(args.manifest)
 

@@ -9,22 +9,25 @@ and ``final_gradebook.csv``. The feedback is the kit's own (never nbgrader's
 ``generate_feedback``, whose pages would show the hidden tests).
 """
 
+from __future__ import annotations
+
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from . import nbgrader_record
-from .assignment import resolve
+from .assignment import Assignment, resolve
 from .errors import KitError
 from .reports import write_reports
-from .results import load, save, write_atomic
+from .results import SubmissionResult, TestResult, load, save, write_atomic
 
 COLUMNS = ["student", "total", "max_total", "code", "max_code", "notebook_auto", "max_notebook_auto",
            "notebook_manual", "max_notebook_manual", "notebook_pending_manual", "notebook_note"]
 
 
-def _refreshed(test, cell):
+def _refreshed(test: TestResult, cell: nbgrader_record.CellGrade | None) -> TestResult:
     """One notebook TestResult as the course database has it now (``cell``: a CellGrade, or None)."""
     if cell is None:
         return test
@@ -37,20 +40,20 @@ def _refreshed(test, cell):
     return test
 
 
-def refresh(result, course, lesson):
+def refresh(result: SubmissionResult, course: Path, lesson: Assignment) -> SubmissionResult:
     """``result`` with its notebook tests (of ``lesson``'s notebook) as graded in formgrader so far."""
-    if "notebook_id" not in result.extra:
+    if result.notebook is None:
         return result
-    cells = nbgrader_record.read_cells(course, result.extra["notebook_id"], lesson)
+    cells = nbgrader_record.read_cells(course, result.notebook.id, lesson)
     if not cells:
         return result
     tests = tuple(_refreshed(test, cells.get(test.id.partition("::")[2])) if test.group in ("notebook", "written")
                   else test for test in result.tests)
     pending = sum(test.max_score for test in tests if test.status == "pending")
-    return replace(result, tests=tests, extra=dict(result.extra, notebook_pending_manual=pending))
+    return replace(result, tests=tests, notebook=replace(result.notebook, pending_manual=pending))
 
 
-def _row(result):
+def _row(result: SubmissionResult) -> list[str]:
     def points(tests):
         return sum(t.score for t in tests), sum(t.max_score for t in tests)
 
@@ -59,10 +62,11 @@ def _row(result):
     manual = points([t for t in result.tests if t.group == "written"])
     pending = sum(t.max_score for t in result.tests if t.status == "pending")
     values = [result.score, result.max_score, *code, *auto, *manual, pending]
-    return [result.student, *(f"{value:g}" for value in values), result.extra.get("notebook_reason", "")]
+    return [result.student, *(f"{value:g}" for value in values), result.notebook.reason if result.notebook else ""]
 
 
-def export_gradebook(out_dir, emit=None, assignment=None):
+def export_gradebook(out_dir: str | Path, emit: Callable[[str], None] | None = None,
+                     assignment: Assignment | None = None) -> Path:
     """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
     the path of the latter (``assignment``: what was graded; the kit's lesson by default)."""
     lesson = resolve(assignment)

@@ -12,14 +12,19 @@ assertion, a student's failure, a skip and a grader-side crash alike, the way
 pytest's ``CallInfo`` does.
 """
 
+from __future__ import annotations
+
 import contextlib
 import inspect
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
-from .rubric import rubric_entry, rubric_topic
+from .rubric import RubricEntry, rubric_entry
 
 FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
 # Marks the judge honours; others (skip, xfail, usefixtures) would be silently ignored, so they are refused.
@@ -30,23 +35,22 @@ MARKS = {"graded", "parametrize", "hypothesis"}
 class Case:
     """One collected hidden test: its rubric entry, its function and what to call it with."""
 
-    entry: tuple  # (id, name, group, points, concept, visibility, optional), see rubric.rubric_entry
-    function: object
-    fixtures: tuple = ()
-    params: dict = field(default_factory=dict)
-    topic: str = ""  # the concept's key (rubric.rubric_topic)
+    entry: RubricEntry
+    function: Callable[..., Any]
+    fixtures: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Outcome:
     """How one call of a hidden test ended: ``"passed"``, ``"failed"`` or ``"skipped"``."""
 
-    state: str
-    error: BaseException = None  # what a failed call raised
+    state: Literal["passed", "failed", "skipped"]
+    error: BaseException | None = None  # what a failed call raised
     reason: str = ""  # why a skipped call was skipped
 
 
-def pytest_args(hidden_dir):
+def pytest_args(hidden_dir: Path) -> list[str]:
     """Arguments for pytest over the hidden tests in ``hidden_dir`` (their own pytest.ini, no cache)."""
     args = [str(hidden_dir), "-c", str(hidden_dir / "pytest.ini"), "--rootdir", str(hidden_dir), "-q",
             "-W", "ignore::pytest.PytestAssertRewriteWarning"]
@@ -86,17 +90,17 @@ class _Collector:
         if marks:
             raise ValueError(f"hidden test {item.nodeid} carries marks the judge does not apply: {', '.join(marks)}")
         fixtures = tuple(name for name in item.fixturenames if name in FIXTURES)
-        return Case(entry, item.obj, fixtures, params, rubric_topic(item))
+        return Case(entry, item.obj, fixtures, params)
 
 
 class HiddenSuite:
     """The collected hidden tests. ``run(fixtures)`` calls each one and returns its outcome."""
 
-    def __init__(self, cases, problems=()):
+    def __init__(self, cases: list[Case] | tuple[Case, ...], problems: list[str] | tuple[str, ...] = ()) -> None:
         self.cases, self.problems = tuple(cases), tuple(problems)
 
     @classmethod
-    def collect(cls, hidden_dir):
+    def collect(cls, hidden_dir: Path) -> HiddenSuite:
         """Collect (import, never run) the hidden tests in ``hidden_dir``."""
         collector = _Collector()
         sink = io.StringIO()
@@ -109,16 +113,16 @@ class HiddenSuite:
         return cls(collector.cases, problems)
 
     @property
-    def entries(self):
+    def entries(self) -> list[RubricEntry]:
         """The rubric entries, in collection order."""
         return [case.entry for case in self.cases]
 
     @property
-    def topics(self):
+    def topics(self) -> dict[str, str]:
         """``{test id: concept key}``."""
-        return {case.entry[0]: case.topic for case in self.cases}
+        return {case.entry.id: case.entry.topic for case in self.cases}
 
-    def run(self, fixtures):
+    def run(self, fixtures: dict[str, Any]) -> list[tuple[Case, Outcome]]:
         """``[(case, Outcome)]`` for every case, called with ``fixtures`` (``{"student": ..., "reference": ...}``)."""
         outcomes = []
         # A hidden test's prints (hypothesis reports, say) must not reach the judge's stdout: it is a channel.
@@ -128,7 +132,7 @@ class HiddenSuite:
         return outcomes
 
 
-def call(case, fixtures):
+def call(case: Case, fixtures: dict[str, Any]) -> Outcome:
     """Call one hidden test; its outcome as a value, whatever it raised."""
     kwargs = {name: fixtures[name] for name in case.fixtures}
     kwargs.update(case.params)

@@ -8,17 +8,24 @@ Each test's outcome is a value, crashes and timeouts included, and becomes a
 the test's code or the expected values.
 """
 
+from __future__ import annotations
+
 import contextlib
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 from . import submission as submissions
+from .assignment import Assignment
 from .forbidden import scan_submission
-from .hidden_suite import HiddenSuite
+from .hidden_suite import HiddenSuite, Outcome
 from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
-from .results import SubmissionResult, TestResult
-from .sandbox import choose_sandbox
+from .results import GraderFailure, SubmissionResult, TestResult
+from .rubric import RubricEntry
+from .sandbox import Requested, Sandbox, choose_sandbox
 from .workers import WorkerFactory
 
 
@@ -54,33 +61,34 @@ def _is_assertion(error):
     return False
 
 
-def _result_for(entry, outcome):
-    """The TestResult of one hidden test from its rubric entry and its Outcome; plus a note for the instructor
-    (or None).
+def _result_for(entry: RubricEntry, outcome: Outcome) -> tuple[TestResult, GraderFailure | None]:
+    """The TestResult of one hidden test from its rubric entry and its Outcome; plus, when the check itself
+    crashed, that failure (``check_crashed``; its reason is the instructor's note).
 
     A check that raises something other than an assertion or a SubmissionFailure has met an answer it could not
     handle (a string where a number belongs, say): the test fails like any wrong answer. That can only come
     from the submission's data (``validate`` proves every check passes on the reference), so it is never a
     grader problem and never earns a second grading, and the note names only the check and the exception type.
     """
-    test_id, name, group, points, concept, visibility, optional = entry
+    test_id, name, group, points, concept, visibility = (entry.id, entry.name, entry.group, entry.points,
+                                                         entry.concept, entry.visibility)
     if outcome.state == "passed":
         return TestResult(name, group, points, points, "passed", "", visibility, test_id), None
     if outcome.state == "skipped":
-        if optional:  # this machine cannot run it (no GPU): it counts neither in the score nor in the maximum
+        if entry.optional:  # this machine cannot run it (no GPU): it counts neither in the score nor in the maximum
             return TestResult(name, group, 0, 0, "skipped", f"Not counted here: {outcome.reason}.", visibility,
                               test_id), None
         return TestResult(name, group, 0, points, "failed", f"{concept}\nNot checked: {outcome.reason}.", visibility,
                           test_id), None
     failure = _student_failure(outcome.error)
-    note = None
+    crashed = None
     if failure is None and not _is_assertion(outcome.error):
-        note = f"{test_id}: {CHECK_CRASHED} ({type(outcome.error).__name__})"
+        crashed = GraderFailure("check_crashed", f"{test_id}: {CHECK_CRASHED} ({type(outcome.error).__name__})")
     output = concept if failure is None else f"{concept}\nWhat happened: {failure.summary}"
-    return TestResult(name, group, 0, points, "failed", output, visibility, test_id), note
+    return TestResult(name, group, 0, points, "failed", output, visibility, test_id), crashed
 
 
-def collect_rubric(hidden_dir):
+def collect_rubric(hidden_dir: Path) -> list[RubricEntry]:
     """The rubric entries of every hidden test, in order, without running any of them."""
     suite = HiddenSuite.collect(hidden_dir)
     if suite.problems:
@@ -91,26 +99,30 @@ def collect_rubric(hidden_dir):
 class Judge:
     """Grades submissions with the hidden tests, collected and the reference loaded once."""
 
-    def __init__(self, assignment):
+    def __init__(self, assignment: Assignment) -> None:
         self.assignment = assignment
         self.suite = HiddenSuite.collect(assignment.hidden_tests)
         self.reference = load_reference(assignment)
 
-    def run_hidden_tests(self, submission):
-        """Run every hidden test against ``submission``; return ``(tests, notes, details)``: the results, notes
-        for the instructor, and ``{test id: the submission's own words}`` (instructor only)."""
-        tests, notes, details = [], [f"grader problem: {problem}" for problem in self.suite.problems], {}
+    def run_hidden_tests(self, submission: RemoteSubmission
+                         ) -> tuple[list[TestResult], list[GraderFailure], dict[str, str]]:
+        """Run every hidden test against ``submission``; return ``(tests, failures, details)``: the results, the
+        grader-side failures (suite problems, crashed checks), and ``{test id: the submission's own words}``
+        (instructor only)."""
+        tests, details = [], {}
+        failures = [GraderFailure("suite_problem", problem) for problem in self.suite.problems]
         for case, outcome in self.suite.run({"student": submission, "reference": self.reference}):
-            result, note = _result_for(case.entry, outcome)
+            result, crashed = _result_for(case.entry, outcome)
             tests.append(result)
-            if note:
-                notes.append(note)
+            if crashed:
+                failures.append(crashed)
             failure = _student_failure(outcome.error) if outcome.error is not None else None
             if failure is not None and failure.detail:
                 details[result.id] = failure.detail
-        return tests, notes, details
+        return tests, failures, details
 
-    def grade(self, student, files, problems, sandbox, launch, fingerprint="", worker=None):
+    def grade(self, student: str, files: dict[str, bytes], problems: dict[str, str], sandbox: Sandbox,
+              launch: Callable[[], Any], fingerprint: str = "", worker: Any = None) -> SubmissionResult:
         """Grade one student's files (already read) and return the SubmissionResult; never raises for faults
         of the student's. ``launch()`` starts a fresh worker over these files (again after a crash); ``worker``
         is one already started."""
@@ -122,10 +134,12 @@ class Judge:
         notes += submissions.Intake(problems=problems).notes()
         try:
             remote.forbidden = scan_submission(files, self.assignment.contract)
-            tests, check_notes, details = self.run_hidden_tests(remote)
+            tests, failures, details = self.run_hidden_tests(remote)
         finally:
             remote.close()  # the worker was started ahead: it is closed whatever happens here
-        notes = [bounded(note, NOTE_LIMIT) for note in notes + remote.events + check_notes][:MAX_NOTES]
+        failures = [GraderFailure(failure.kind, bounded(failure.reason, NOTE_LIMIT)) for failure in failures]
+        notes = [bounded(note, NOTE_LIMIT) for note in notes + remote.events + [_note(f) for f in failures]]
+        notes = notes[:MAX_NOTES]
         extra = {}
         student_output = remote.output_text()
         if student_output:  # the submission's prints: the instructor's view only
@@ -135,11 +149,18 @@ class Judge:
         return SubmissionResult(
             student=student, tests=tuple(tests), execution_time=time.monotonic() - started, output="\n".join(notes),
             sandbox=sandbox.mode, fingerprint=fingerprint, notes=tuple(notes), extra=extra,
+            grader_failures=tuple(failures[:MAX_NOTES]),
         )
 
 
+def _note(failure: GraderFailure) -> str:
+    """A failure in the instructor's words (reports show notes)."""
+    return f"grader problem: {failure.reason}" if failure.kind == "suite_problem" else failure.reason
+
+
 @contextlib.contextmanager
-def open_submission(folder, assignment, sandbox_mode="auto"):
+def open_submission(folder: str | Path, assignment: Assignment, sandbox_mode: Requested = "auto"
+                    ) -> Iterator[RemoteSubmission]:
     """A RemoteSubmission over ``folder`` (for running the hidden tests by hand)."""
     contract = assignment.contract
     files, _ = submissions.read_files(folder, contract)

@@ -8,19 +8,22 @@ Each shard's ``shard.json`` says which shard it is (``I`` of ``N``) and whom it 
 shards that overlap, disagree on ``N``, or leave a shard missing.
 """
 
+from __future__ import annotations
+
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from . import nbgrader_record
-from .assignment import resolve
+from .assignment import Assignment, resolve
 from .errors import KitError
-from .grading import SHARD_FILE, result_path
+from .planning import SHARD_FILE, result_path
 from .reports import write_reports
-from .results import load
+from .results import SubmissionResult, load
 
 
-def _shard_info(folder):
+def _shard_info(folder: str | Path) -> tuple[int, int, list[str]]:
     path = Path(folder) / SHARD_FILE
     if not path.is_file():
         raise KitError(f"{folder} is not a shard's output (no {SHARD_FILE}: grade it with --shard I/N)")
@@ -28,7 +31,8 @@ def _shard_info(folder):
     return int(info["shard"]), int(info["of"]), list(info["students"])
 
 
-def merge(folders, out_dir, emit=print, assignment=None):
+def merge(folders: list[str | Path], out_dir: str | Path, emit: Callable[[str], None] = print,
+          assignment: Assignment | None = None) -> list[SubmissionResult]:
     """Check the shards fit together, gather their results into ``out_dir`` and write the reports there
     (``assignment``: what was graded; the kit's lesson by default)."""
     lesson = resolve(assignment)
@@ -60,14 +64,13 @@ def merge(folders, out_dir, emit=print, assignment=None):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
         results.append(result)
-        if "notebook_id" in result.extra:
-            nbgrader_record.copy_notebooks(nbgrader_record.course_dir(folder), course, result.extra["notebook_id"],
-                                           lesson)
+        if result.notebook is not None:
+            nbgrader_record.copy_notebooks(nbgrader_record.course_dir(folder), course, result.notebook.id, lesson)
     # One course for the class, as if graded in one run: its scores from the records, then any manual grades
     # already given in a shard's own course.
     nbgrader_record.record(course, results, lesson)
     for folder in dict.fromkeys(owner.values()):
-        ids = [r.extra["notebook_id"] for r in results if owner[r.student] == folder and "notebook_id" in r.extra]
+        ids = [r.notebook.id for r in results if owner[r.student] == folder and r.notebook is not None]
         if ids:
             nbgrader_record.copy_manual(nbgrader_record.course_dir(folder), course, ids, lesson)
     write_reports(results, out_dir)

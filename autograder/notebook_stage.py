@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .remote import SubmissionFailure, WorkerCrash, bounded, public_type
-from .results import TestResult
+from .results import NotebookSummary, TestResult
 from .worker import protocol
 
 MAX_CELLS = 400
@@ -504,14 +504,10 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson):
                                         intake.notebook if outcome.executed is not None else None, outcome.executed)
     except OSError as error:
         notes.append(f"the executed notebook could not be written ({type(error).__name__})")
-    extra = dict(result.extra, notebook_id=nbid, notebook_pending_manual=outcome.pending,
-                 notebook_manual_max=sum(assignment.written.values()),
-                 notebook_seconds=round(time.monotonic() - started, 3))
-    if outcome.reason:
-        extra["notebook_reason"] = outcome.reason
-    printed = remote.output_text()
-    if printed:  # what the notebook's processes printed outside its cells: the instructor's view only
-        extra["notebook_output"] = bounded(printed, 16 << 10)
+    summary = NotebookSummary(id=nbid, pending_manual=outcome.pending, manual_max=sum(assignment.written.values()),
+                              seconds=round(time.monotonic() - started, 3), reason=outcome.reason or "",
+                              output=bounded(remote.output_text(), 16 << 10))
     notes = [bounded(note, 300) for note in notes][:10]
-    return replace(result, tests=result.tests + tuple(outcome.tests), extra=extra, notes=result.notes + tuple(notes),
+    return replace(result, tests=result.tests + tuple(outcome.tests), notebook=summary,
+                   notes=result.notes + tuple(notes),
                    output="\n".join(filter(None, [result.output, *notes])))

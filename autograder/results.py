@@ -5,13 +5,85 @@ report (gradebook, feedback, class report, Classroom, Gradescope) is a view
 computed from these records.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Literal, get_args
 
-VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+# "pending": a written answer not graded yet (0 points so far); "skipped": not run on this machine and counted
+# nowhere (0 of 0).
+Status = Literal["passed", "failed", "pending", "skipped"]
+Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
+VISIBILITIES: tuple[Visibility, ...] = get_args(Visibility)
+# What broke on the grader's side. ``check_crashed`` is the kind a submission's data is expected to cause (a check
+# raised on its answer): it never ends grading or changes the student's feedback. Only ``no_worker`` is retried.
+FailureKind = Literal[
+    "no_worker",  # no worker could be started: the grading machine's trouble, the one case retried
+    "grader_error",  # the grader's own exception while grading this student
+    "judge_stopped",  # the judge process died holding this student, twice
+    "result_lost",  # the judge reported the student done, but the result could not be read back
+    "suite_problem",  # the hidden tests could not all be collected
+    "check_crashed",  # a check raised something other than an assertion on this submission's answer
+]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+# The kinds after which this student's grading did not finish: the result holds no tests.
+UNFINISHED: tuple[FailureKind, ...] = ("no_worker", "grader_error", "judge_stopped", "result_lost")
+
+
+@dataclass(frozen=True)
+class GraderFailure:
+    """A grader-side failure while grading one student; ``reason`` is for the instructor (never student text)."""
+
+    kind: FailureKind
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAILURE_KINDS:
+            raise ValueError(f"unknown grader failure kind {self.kind!r}")
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GraderFailure:
+        return cls(kind=str(data["kind"]), reason=str(data.get("reason", "")))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class NotebookSummary:
+    """How the student's notebook was graded (its tests are in the record's ``tests``)."""
+
+    id: str  # the student's id in the nbgrader course (submission.nbgrader_safe_name)
+    pending_manual: float = 0.0  # written-answer points still to be graded in formgrader
+    manual_max: float = 0.0  # all written-answer points
+    seconds: float = 0.0
+    reason: str = ""  # why the notebook earned nothing automatically (missing, refused, not run), if it did not
+    output: str = ""  # what the notebook's processes printed outside its cells: the instructor's view only
+
+    KEYS = ("notebook_id", "notebook_pending_manual", "notebook_manual_max", "notebook_seconds", "notebook_reason",
+            "notebook_output")
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``extra_data`` keys of a result (flat, as nbgrader-facing tools read ``notebook_id``)."""
+        data: dict[str, Any] = {"notebook_id": self.id, "notebook_pending_manual": self.pending_manual,
+                                "notebook_manual_max": self.manual_max, "notebook_seconds": self.seconds}
+        if self.reason:
+            data["notebook_reason"] = self.reason
+        if self.output:
+            data["notebook_output"] = self.output
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NotebookSummary:
+        return cls(id=str(data["notebook_id"]), pending_manual=float(data.get("notebook_pending_manual", 0)),
+                   manual_max=float(data.get("notebook_manual_max", 0)),
+                   seconds=float(data.get("notebook_seconds", 0)), reason=str(data.get("notebook_reason", "")),
+                   output=str(data.get("notebook_output", "")))
 
 
 @dataclass(frozen=True)
@@ -24,18 +96,16 @@ class TestResult:
     group: str
     score: float
     max_score: float
-    # "passed", "failed", "pending" (a written answer not graded yet: 0 points so far) or "skipped" (not run on
-    # this machine and counted nowhere: 0 of 0)
-    status: str
+    status: Status
     output: str = ""
-    visibility: str = "visible"
+    visibility: Visibility = "visible"
     id: str = ""  # the hidden test's function name: stable across renames of its title
 
     @property
-    def counted(self):
+    def counted(self) -> bool:
         return self.status != "skipped"
 
-    def to_json(self):
+    def to_json(self) -> dict[str, Any]:
         record = {
             "name": self.name,
             "score": self.score,
@@ -52,7 +122,7 @@ class TestResult:
         return record
 
     @classmethod
-    def from_json(cls, data):
+    def from_json(cls, data: dict[str, Any]) -> TestResult:
         tags = data.get("tags") or ["other"]
         extra = data.get("extra_data") or {}
         status = "skipped" if extra.get("counted") is False else str(data.get("status", "failed"))
@@ -67,26 +137,34 @@ class TestResult:
 
 @dataclass(frozen=True)
 class SubmissionResult:
-    """Everything graded for one student; ``notes`` are grader-side remarks (sandbox off, crashes)."""
+    """Everything graded for one student; ``notes`` are grader-side remarks in words (sandbox off, crashes), and
+    ``grader_failures`` the same failures as values: every decision reads these, never a note's text."""
 
     student: str
-    tests: tuple = ()
+    tests: tuple[TestResult, ...] = ()
     execution_time: float = 0.0
     output: str = ""
-    sandbox: str = "bwrap"
+    sandbox: str = "bwrap"  # the sandbox.Mode it was graded in
     fingerprint: str = ""
-    notes: tuple = ()
-    extra: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # the submission's own output and messages (instructor)
+    grader_failures: tuple[GraderFailure, ...] = ()
+    notebook: NotebookSummary | None = None  # None when the notebook was not graded (``--skip-notebook``)
 
     @property
-    def score(self):
+    def score(self) -> float:
         return round(sum(test.score for test in self.tests), 6)
 
     @property
-    def max_score(self):
+    def max_score(self) -> float:
         return round(sum(test.max_score for test in self.tests), 6)
 
-    def group_scores(self):
+    @property
+    def unfinished(self) -> GraderFailure | None:
+        """The grader-side failure that stopped this student's grading, if one did."""
+        return next((failure for failure in self.grader_failures if failure.kind in UNFINISHED), None)
+
+    def group_scores(self) -> dict[str, tuple[float, float]]:
         """``{group: (score, max_score)}`` in first-seen order."""
         groups = {}
         for test in self.tests:
@@ -94,24 +172,30 @@ class SubmissionResult:
             groups[test.group] = (round(score + test.score, 6), round(top + test.max_score, 6))
         return groups
 
-    def with_tests(self, tests):
+    def with_tests(self, tests: Iterable[TestResult]) -> SubmissionResult:
         return replace(self, tests=tuple(tests))
 
-    def to_json(self):
+    def to_json(self) -> dict[str, Any]:
+        extra = dict(self.extra, **(self.notebook.to_json() if self.notebook is not None else {}))
         return {
             "score": self.score,
             "execution_time": round(self.execution_time, 3),
             "output": self.output,
             "tests": [test.to_json() for test in self.tests],
-            "extra_data": dict(self.extra, student=self.student, max_score=self.max_score, sandbox=self.sandbox,
-                               fingerprint=self.fingerprint, notes=list(self.notes)),
+            "extra_data": dict(extra, student=self.student, max_score=self.max_score, sandbox=self.sandbox,
+                               fingerprint=self.fingerprint, notes=list(self.notes),
+                               grader_failures=[failure.to_json() for failure in self.grader_failures]),
         }
 
     @classmethod
-    def from_json(cls, data):
+    def from_json(cls, data: dict[str, Any]) -> SubmissionResult:
+        """The record of :meth:`to_json`; older records (without failures or a notebook summary) read as such."""
         extra = dict(data.get("extra_data") or {})
         student = str(extra.pop("student"))
         extra.pop("max_score", None)
+        notebook = NotebookSummary.from_json(extra) if "notebook_id" in extra else None
+        for key in NotebookSummary.KEYS:
+            extra.pop(key, None)
         return cls(
             student=student,
             tests=tuple(TestResult.from_json(test) for test in data.get("tests", [])),
@@ -120,11 +204,13 @@ class SubmissionResult:
             sandbox=str(extra.pop("sandbox", "bwrap")),
             fingerprint=str(extra.pop("fingerprint", "")),
             notes=tuple(str(note) for note in extra.pop("notes", [])),
+            grader_failures=tuple(GraderFailure.from_json(item) for item in extra.pop("grader_failures", [])),
+            notebook=notebook,
             extra=extra,
         )
 
 
-def _umask():
+def _umask() -> int:
     """This process's umask, read without changing it (Linux reports it in /proc; elsewhere set and restore)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -137,7 +223,7 @@ def _umask():
     return mask
 
 
-def write_atomic(path, text):
+def write_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part; with the mode an
     ordinary file would get (the umask's: ``umask 027`` lets a teaching team's group read the outputs)."""
     path = Path(path)
@@ -153,9 +239,9 @@ def write_atomic(path, text):
         raise
 
 
-def save(result, path):
+def save(result: SubmissionResult, path: str | os.PathLike) -> None:
     write_atomic(path, json.dumps(result.to_json(), indent=1, ensure_ascii=False) + "\n")
 
 
-def load(path):
+def load(path: str | os.PathLike) -> SubmissionResult:
     return SubmissionResult.from_json(json.loads(Path(path).read_text(encoding="utf-8")))

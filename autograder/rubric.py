@@ -6,12 +6,42 @@ test's name in results and feedback. The concept is what a student reads when
 the test fails: it names the idea, never the test's code or expected values.
 """
 
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
 import pytest
 
-from .results import VISIBILITIES
+from .results import VISIBILITIES, Visibility
 
 
-def graded(points, concept, visibility="visible", optional=False, topic=None):
+@dataclass(frozen=True)
+class RubricEntry:
+    """One hidden test's line in the rubric, as its ``@graded`` mark and its module declare it."""
+
+    id: str  # the test's name as collected (parametrized: with its parameters' id)
+    name: str  # the first line of its docstring: its title in results and feedback
+    group: str  # its module's GROUP: a gradebook column
+    points: float
+    concept: str  # what a student reads when it fails
+    visibility: Visibility = "visible"
+    optional: bool = False  # counted only where this machine can run it (GPU parity)
+    topic: str = ""  # the concept's key (its function's name when the mark names none)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RubricEntry:
+        return cls(id=str(data["id"]), name=str(data["name"]), group=str(data["group"]),
+                   points=float(data["points"]), concept=str(data["concept"]),
+                   visibility=data.get("visibility", "visible"), optional=bool(data.get("optional", False)),
+                   topic=str(data.get("topic", "")))
+
+
+def graded(points: float, concept: str, visibility: Visibility = "visible", optional: bool = False,
+           topic: str | None = None) -> pytest.MarkDecorator:
     """Mark a hidden test with its points, the concept it checks and who may see it.
 
     ``topic`` is a short key for that concept (``"pe-layout"``); catalogued bugs name the topics they break,
@@ -26,21 +56,16 @@ def graded(points, concept, visibility="visible", optional=False, topic=None):
     return pytest.mark.graded(points=points, concept=concept, visibility=visibility, optional=optional, topic=topic)
 
 
-def rubric_entry(item):
-    """``(id, name, group, points, concept, visibility, optional)`` of a collected hidden test."""
+def rubric_entry(item: pytest.Function) -> RubricEntry:
+    """The rubric entry of a collected hidden test; ValueError when it carries no ``@graded`` mark."""
     mark = _mark(item)
     doc = (item.function.__doc__ or item.name).strip().splitlines()[0].strip().rstrip(".")
     group = getattr(item.module, "GROUP", "other")
-    return (item.name, doc, group, mark.kwargs["points"], mark.kwargs["concept"], mark.kwargs["visibility"],
-            mark.kwargs["optional"])
+    return RubricEntry(item.name, doc, group, mark.kwargs["points"], mark.kwargs["concept"], mark.kwargs["visibility"],
+                       mark.kwargs["optional"], mark.kwargs.get("topic") or item.originalname)
 
 
-def rubric_topic(item):
-    """The concept key of a collected hidden test (its function name when it names none)."""
-    return _mark(item).kwargs.get("topic") or item.originalname
-
-
-def _mark(item):
+def _mark(item: pytest.Function) -> pytest.Mark:
     mark = item.get_closest_marker("graded")
     if mark is None:
         raise ValueError(f"hidden test {item.nodeid} has no @graded mark")

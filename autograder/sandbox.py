@@ -25,14 +25,17 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 from .errors import KitError
 
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 NOBODY = 65534
 # auto: the strongest that works; isolated: bwrap or uid, never none.
-MODES = ("auto", "bwrap", "uid", "isolated", "none")
-ISOLATED = ("bwrap", "uid")
+Mode = Literal["bwrap", "uid", "none"]  # what a resolved sandbox is
+Requested = Literal["auto", "bwrap", "uid", "isolated", "none"]  # what --sandbox may ask for
+MODES: tuple[Requested, ...] = get_args(Requested)
+ISOLATED: tuple[Mode, ...] = ("bwrap", "uid")
 # Users for confined workers: one per worker, far above any real account's.
 _UID_BASE = 0x60000000
 _uids = itertools.count()
@@ -59,9 +62,9 @@ class Limits:
 
 @dataclass(frozen=True)
 class Sandbox:
-    """A resolved sandbox choice: ``mode`` is ``"bwrap"`` or ``"none"``; ``note`` says why."""
+    """A resolved sandbox choice: ``mode`` is ``"bwrap"``, ``"uid"`` or ``"none"``; ``note`` says why."""
 
-    mode: str
+    mode: Mode
     note: str = ""
     limits: Limits = field(default_factory=Limits)
     threads: int = 1

@@ -21,7 +21,6 @@ from . import assignment as assignments
 from .errors import KitError
 from .grading import grade_class
 from .hidden_suite import HiddenSuite
-from .judge import CHECK_CRASHED
 from .mutants import build, copy_package, load_catalogue
 
 PRECISION_GOAL = 0.95
@@ -107,8 +106,9 @@ def assess(results, bugs, variants, topics, require_cuda=False, lines=None):
     lines = lines or {}
     verdicts = []
     for student, result in sorted(results.items()):
-        grader_notes = [note for note in result.notes if note.startswith(("grader problem", "grading failed"))
-                        or (student not in bugs and CHECK_CRASHED in note)]  # correct code must not crash a check
+        # Any grader-side failure is a problem; a crashed check only on correct code (a bug's data may crash one).
+        grader_notes = [f"{failure.kind}: {failure.reason}" for failure in result.grader_failures
+                        if failure.kind != "check_crashed" or student not in bugs]
         failures = ()
         if student == "reference":
             ok = result.score == result.max_score > 0

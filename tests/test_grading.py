@@ -12,7 +12,8 @@ import pytest
 
 from autograder import paths
 from autograder.errors import KitError
-from autograder.grading import discover, grade_class, result_path
+from autograder.grading import grade_class
+from autograder.planning import discover, result_path
 from autograder.mutants import copy_package
 from autograder.results import load
 from autograder.sandbox import Limits
@@ -231,30 +232,40 @@ def test_single_job_through_the_cli_and_the_sandbox_flag(tmp_path):
 def test_only_a_worker_that_could_not_start_is_retried(tmp_path, monkeypatch):
     """The grading machine's trouble earns one more try; nothing a submission can cause does (a second try would
     be a second chance: learn in the first run, do better in the second)."""
-    from autograder import grading
+    from autograder import dispatch
+    from autograder.planning import Task
+    from autograder.results import GraderFailure
     from autograder.sandbox import choose_sandbox
 
     calls = []
-    real = grading.grade_prepared
+    real = dispatch.grade_prepared
 
     def flaky(prepared, sandbox, judge, out_dir=None):
         calls.append(prepared.task.student)
         if len(calls) == 1:
-            return grading.failed_result(prepared.task, sandbox, f"{grading.NO_WORKER}: the zygote vanished")
+            return dispatch.failed_result(prepared.task, sandbox, GraderFailure("no_worker", "the zygote vanished"))
         return real(prepared, sandbox, judge, out_dir)
 
-    monkeypatch.setattr(grading, "grade_prepared", flaky)
+    monkeypatch.setattr(dispatch, "grade_prepared", flaky)
     copy_package(REFERENCE, tmp_path / "class" / "alice", MODULES)
     done = []
-    task = grading.Task("alice", str(tmp_path / "class" / "alice"), "fp")
-    grading.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append, LESSON)
+    task = Task("alice", str(tmp_path / "class" / "alice"), "fp")
+    dispatch.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append, LESSON)
     assert calls == ["alice", "alice"]
     assert done[0].score == done[0].max_score and "graded a second time" in done[0].notes[-1]
+    assert done[0].grader_failures == ()
     sandbox = choose_sandbox("auto")
-    assert grading.needs_retry(grading.failed_result(task, sandbox, f"{grading.NO_WORKER}: x"))
-    assert not grading.needs_retry(grading.failed_result(task, sandbox, "RuntimeError at judge.py:1"))
-    crashed = replace(done[0], notes=("grader problem: x", "test_x: the check could not use this submission's answer"))
-    assert not grading.needs_retry(crashed)
+    assert dispatch.needs_retry(dispatch.failed_result(task, sandbox, GraderFailure("no_worker", "x")))
+    for kind in ("grader_error", "judge_stopped", "result_lost"):
+        assert not dispatch.needs_retry(dispatch.failed_result(task, sandbox, GraderFailure(kind, "x")))
+    crashed = replace(done[0], grader_failures=(GraderFailure("suite_problem", "x"),
+                                                GraderFailure("check_crashed", "test_x: the check could not use")))
+    assert not dispatch.needs_retry(crashed)
+    # Words are never a decision: a note that reads like the machine's trouble (a submission's text can reach
+    # the notes) earns nothing, and survives the record's round trip as a note only.
+    claimed = replace(done[0], notes=(f"grading failed: {dispatch.NO_WORKER}: x", f"{dispatch.NO_WORKER}: x"))
+    assert not dispatch.needs_retry(claimed)
+    assert not dispatch.needs_retry(type(claimed).from_json(claimed.to_json()))
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from autograder.hidden_suite import HiddenSuite
 from autograder.lessons.mha_pe.hidden_tests.support import each_case
 from autograder.judge import CHECK_CRASHED, _result_for
 from lesson import LESSON
+from autograder.results import GraderFailure
+from autograder.rubric import RubricEntry
 
 INI = "[pytest]\npython_files = check_*.py\naddopts = -p no:cacheprovider --import-mode=importlib\n" \
       "markers =\n    graded: rubric line\n"
@@ -68,7 +70,7 @@ def demo_suite(tmp_path_factory):
 
 
 def test_each_outcome_is_captured_as_a_value(demo_suite):
-    outcomes = {case.entry[0]: outcome for case, outcome in demo_suite.run({"student": "S", "reference": "R"})}
+    outcomes = {case.entry.id: outcome for case, outcome in demo_suite.run({"student": "S", "reference": "R"})}
     assert outcomes["test_passes"].state == "passed"
     assert outcomes["test_fails"].state == "failed" and isinstance(outcomes["test_fails"].error, AssertionError)
     assert outcomes["test_skips"].state == "skipped" and outcomes["test_skips"].reason == "no GPU"
@@ -79,11 +81,11 @@ def test_each_outcome_is_captured_as_a_value(demo_suite):
 def test_a_crashing_check_fails_without_blaming_the_grader_and_an_optional_skip_counts_nowhere(demo_suite):
     """A check that raises on an answer fails like a wrong answer: no grader problem (which would earn a second
     grading), and the note names the check and the exception type, never its message."""
-    results = {case.entry[0]: _result_for(case.entry, outcome)
+    results = {case.entry.id: _result_for(case.entry, outcome)
                for case, outcome in demo_suite.run({"student": "S", "reference": "R"})}
-    crashed, note = results["test_crashes"]
+    crashed, failure = results["test_crashes"]
     assert crashed.score == 0 and crashed.status == "failed"
-    assert note == f"test_crashes: {CHECK_CRASHED} (RuntimeError)" and not note.startswith("grader problem")
+    assert failure == GraderFailure("check_crashed", f"test_crashes: {CHECK_CRASHED} (RuntimeError)")
     assert results["test_fails"][1] is None  # a failed check is the student's, not the grader's
     skipped, problem = results["test_skips"]
     assert (skipped.score, skipped.max_score, skipped.status, problem) == (0, 0, "skipped", None)
@@ -91,13 +93,16 @@ def test_a_crashing_check_fails_without_blaming_the_grader_and_an_optional_skip_
 
 
 def test_each_check_names_its_concept_key(demo_suite):
-    topics = {case.entry[0]: case.topic for case in demo_suite.cases}
+    topics = {case.entry.id: case.entry.topic for case in demo_suite.cases}
     assert topics["test_skips"] == "gpu" and topics["test_passes"] == "test_passes"  # the name when none is given
     assert topics["test_param[1]"] == topics["test_param[2]"] == "test_param"
+    skips = next(case.entry for case in demo_suite.cases if case.entry.id == "test_skips")
+    assert (skips.points, skips.optional, skips.visibility) == (3, True, "visible")
+    assert RubricEntry.from_json(skips.to_json()) == skips
 
 
 def test_what_the_judge_cannot_honour_is_refused_by_name(demo_suite):
-    ids = [case.entry[0] for case in demo_suite.cases]
+    ids = [case.entry.id for case in demo_suite.cases]
     assert "test_wants_tmp_path" not in ids and "test_marked_skip" not in ids
     problems = " ".join(demo_suite.problems)
     assert "test_wants_tmp_path asks for tmp_path" in problems
@@ -107,8 +112,8 @@ def test_what_the_judge_cannot_honour_is_refused_by_name(demo_suite):
 def test_every_hidden_test_is_collected_with_only_the_judges_fixtures():
     suite = HiddenSuite.collect(LESSON.hidden_tests)
     assert suite.problems == ()
-    assert len(suite.cases) >= 40 and sum(case.entry[3] for case in suite.cases) == 111
-    assert all(case.topic != case.entry[0] for case in suite.cases), "every hidden test names its concept key"
+    assert len(suite.cases) >= 40 and sum(case.entry.points for case in suite.cases) == 111
+    assert all(case.entry.topic != case.entry.id for case in suite.cases), "every hidden test names its concept key"
     assert all(set(case.fixtures) <= {"student", "reference"} and "student" in case.fixtures for case in suite.cases)
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from autograder import notebooks, paths
 from autograder.final_gradebook import export_gradebook
-from autograder.grading import grade_class, result_path
+from autograder.grading import grade_class
+from autograder.planning import result_path
 from autograder.mutants import copy_package
 from autograder.results import load
 from autograder.sandbox import Limits
@@ -28,7 +29,8 @@ def _code_max():
 
     from autograder.judge import collect_rubric
 
-    return sum(entry[3] for entry in collect_rubric(LESSON.hidden_tests) if not entry[6] or torch.cuda.is_available())
+    return sum(entry.points for entry in collect_rubric(LESSON.hidden_tests) if not entry.optional
+               or torch.cuda.is_available())
 
 
 CODE_MAX = _code_max()
@@ -249,13 +251,13 @@ def test_a_correct_notebook_gets_every_autograded_point(graded):
     result = graded.results["correct"]
     score, top = notebook_points(result)
     assert score == top == 3
-    assert result.extra["notebook_pending_manual"] == 13, "written answers wait for the instructor"
+    assert result.notebook.pending_manual == 13, "written answers wait for the instructor"
 
 
 def test_a_blank_notebook_gets_zero_and_its_unchanged_answers_score_zero_as_in_formgrader(graded):
     result = graded.results["blank"]
     assert notebook_points(result) == (0, 3)
-    assert result.extra["notebook_pending_manual"] == 0, "nbgrader scores an unchanged answer 0: nothing pending"
+    assert result.notebook.pending_manual == 0, "nbgrader scores an unchanged answer 0: nothing pending"
     written = [test for test in result.tests if test.group == "written"]
     assert len(written) == 5 and all(test.score == 0 and test.status == "failed" for test in written)
 
@@ -294,7 +296,7 @@ def test_a_deleted_test_cell_is_restored_and_graded(graded):
 def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
     result = graded.results["no-notebook"]
     assert notebook_points(result) == (0, 3)
-    assert "no check_your_understanding.ipynb" in result.extra["notebook_reason"]
+    assert "no check_your_understanding.ipynb" in result.notebook.reason
     assert result.score == CODE_MAX, "the code keeps its points"
 
 
@@ -334,7 +336,7 @@ def test_a_hostile_notebook_forges_no_point(graded, student, reason):
     assert result.max_score == TOTAL and result.score == CODE_MAX + expected, "the code keeps its points, nothing more"
     if reason:
         outputs = " ".join(test.output for test in result.tests if test.group == "notebook")
-        assert reason in outputs + result.extra.get("notebook_reason", "")
+        assert reason in outputs + (result.notebook.reason if result.notebook else "")
 
 
 def test_an_extra_grade_cell_earns_nothing_and_breaks_nothing(graded):
@@ -360,7 +362,7 @@ def test_other_students_are_unaffected_by_the_hostile_ones(graded):
 
 
 def test_a_long_non_ascii_id_gets_a_bounded_nbgrader_id(graded):
-    nbid = graded.results[LONG_ID].extra["notebook_id"]
+    nbid = graded.results[LONG_ID].notebook.id
     assert len(nbid) <= 100 and nbid.isascii()
     assert (graded.out / "nbgrader" / "autograded" / nbid / LESSON.id / NOTEBOOK).is_file()
 
@@ -376,7 +378,7 @@ def test_formgrader_renders_no_script_of_a_students(graded):
     config = Config(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
     config.HTMLExporter.template_name = "formgrade"
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
-    nbid = graded.results["script"].extra["notebook_id"]
+    nbid = graded.results["script"].notebook.id
     page, _ = HTMLExporter(config=config).from_filename(
         str(course / "autograded" / nbid / LESSON.id / NOTEBOOK),
         resources={"assignment_id": LESSON.id, "notebook_id": NOTEBOOK.removesuffix(".ipynb"), "submission_id": "x",
@@ -412,7 +414,7 @@ def give_manual_grades(course, nbid, comment):
 
 def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedback(graded):
     results, out = graded.results, graded.out
-    give_manual_grades(out / "nbgrader", results["correct"].extra["notebook_id"], "Clear *and* <b>complete</b>.")
+    give_manual_grades(out / "nbgrader", results["correct"].notebook.id, "Clear *and* <b>complete</b>.")
     with open(export_gradebook(out), newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     correct = rows["correct"]

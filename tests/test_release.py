@@ -174,7 +174,7 @@ def test_the_scan_passes_what_students_are_meant_to_read():
 def test_nothing_a_student_gets_speaks_to_the_instructor(tmp_path):
     """Every file of assignments/ and of the Classroom template: no instructor words, no hidden check's details."""
     write_template(tmp_path / "template", LESSON)
-    hidden = [entry for entry in collect_rubric(LESSON.hidden_tests) if entry[5] == "hidden"]
+    hidden = [entry for entry in collect_rubric(LESSON.hidden_tests) if entry.visibility == "hidden"]
     assert len(hidden) >= 5  # enough hidden checks for the scan to prove something
     files = [path for root in (RELEASE.parent, tmp_path / "template") for path in sorted(root.rglob("*"))
              if path.is_file() and "__pycache__" not in path.parts]
@@ -182,5 +182,5 @@ def test_nothing_a_student_gets_speaks_to_the_instructor(tmp_path):
     for path in files:
         text = student_text(path)
         assert instructor_words(text) == [], f"{path}: speaks to the instructor"
-        for test_id, _, _, _, concept, _, _ in hidden:
-            assert not re.search(rf"\b{test_id}\b", text) and concept not in text, f"{path}: shows {test_id}"
+        for entry in hidden:
+            assert not re.search(rf"\b{entry.id}\b", text) and entry.concept not in text, f"{path}: shows {entry.id}"

@@ -1,9 +1,11 @@
 """Small pieces of the engine: the forbidden-API scan, result records, file names."""
 
+import json
+
 import pytest
 
 from autograder.forbidden import scan_module
-from autograder.results import SubmissionResult, TestResult
+from autograder.results import NotebookSummary, SubmissionResult, TestResult
 from autograder.submission import read_files, safe_name
 from lesson import CONTRACT, SOLUTIONS
 
@@ -53,6 +55,43 @@ def test_results_round_trip_through_json():
                               1.5, "out", "bwrap", "abc", ("note",), {"student_output": "hi"})
     again = SubmissionResult.from_json(result.to_json())
     assert again == result and again.score == 2 and again.max_score == 3
+
+
+def test_typed_failures_and_the_notebook_summary_round_trip_inside_gradescopes_form():
+    """Both ride in ``extra_data``: Gradescope's top-level keys stay as they were, and a record written before
+    they existed reads as one without them."""
+    from autograder.results import GraderFailure
+
+    result = SubmissionResult("ünï", (TestResult("a", "heads", 0, 3, "failed", "why", "visible", "test_a"),),
+                              grader_failures=(GraderFailure("suite_problem", "could not collect"),
+                                               GraderFailure("check_crashed", "test_a: crashed (TypeError)")),
+                              notebook=NotebookSummary("u", pending_manual=13, manual_max=13, seconds=0.5,
+                                                       reason="no notebook", output="printed"),
+                              extra={"student_output": "hi"})
+    record = result.to_json()
+    assert set(record) == {"score", "execution_time", "output", "tests", "extra_data"}
+    assert record["extra_data"]["notebook_id"] == "u" and record["extra_data"]["notebook_pending_manual"] == 13
+    again = SubmissionResult.from_json(json.loads(json.dumps(record)))
+    assert again == result and again.extra == {"student_output": "hi"} and again.unfinished is None
+    old = dict(record, extra_data={key: value for key, value in record["extra_data"].items()
+                                   if key not in ("grader_failures", "notebook_id")})
+    assert SubmissionResult.from_json(old).grader_failures == () and SubmissionResult.from_json(old).notebook is None
+    with pytest.raises(ValueError):
+        GraderFailure("because_i_said_so", "x")
+
+
+def test_feedback_says_grading_failed_from_the_typed_failure_only():
+    """The student's words in the output cannot make their feedback say the grader failed, and a failure the
+    submission can cause (a crashed check) does not either."""
+    from autograder.reports import feedback
+    from autograder.results import GraderFailure
+
+    sorry = "could not be graded automatically"
+    tests = (TestResult("a", "heads", 0, 2, "failed", "why", "visible", "test_a"),)
+    assert sorry in feedback.render(SubmissionResult("s", grader_failures=(GraderFailure("judge_stopped", "x"),)))
+    assert sorry not in feedback.render(SubmissionResult("s", tests, output="grading failed: forged"))
+    crashed = SubmissionResult("s", tests, grader_failures=(GraderFailure("check_crashed", "test_a: x"),))
+    assert sorry not in feedback.render(crashed)
 
 
 @pytest.mark.parametrize("student", ["alice", "a b", "..", ".hidden", "-rf", "ünï/x", "a\nb"])
@@ -299,7 +338,8 @@ def test_the_class_report_lists_every_student_who_needs_a_look():
     noted = SubmissionResult("<b>noted</b>", (TestResult("a", "heads", 0, 2, "failed"),),
                              notes=("heads.py was not used: it is a symbolic link",))
     no_notebook = SubmissionResult("quiet", (TestResult("a", "heads", 2, 2, "passed"),),
-                                   extra={"notebook_reason": "no check_your_understanding.ipynb in the submission"})
+                                   notebook=NotebookSummary("quiet", reason="no check_your_understanding.ipynb in the "
+                                                                             "submission"))
     text = class_report.render([fine, noted, no_notebook], ["h.png", "p.png"]).split("## Needs a look", 1)[1]
     assert "&lt;b&gt;noted&lt;/b&gt;" in text and "symbolic link" in text
     assert "**quiet**" in text and "no check\\_your\\_understanding" in text

@@ -83,3 +83,22 @@ def test_the_gpu_check_fails_clearly_without_cuda():
     done = subprocess.run(["make", "-s", "gpu-check"], cwd=paths.REPO_ROOT, capture_output=True, text=True,
                           timeout=300, env=None)
     assert done.returncode != 0 and "no CUDA device" in done.stderr, done.stdout + done.stderr
+
+
+def test_grader_problems_are_counted_from_the_typed_failures():
+    """Any grader-side failure fails a verdict; a crashed check only on correct code (a bug's data may crash a
+    check). A note's words alone count for nothing."""
+    from autograder.results import GraderFailure
+
+    passed = TestResult("a", "heads", 2, 2, "passed", "", "visible", "test_a")
+    crash = GraderFailure("check_crashed", "test_a: the check could not use this submission's answer (TypeError)")
+    worded = SubmissionResult("reference", (passed,), notes=("grader problem: words only", "grading failed: too"))
+    assert assess({"reference": worded}, {}, {}, {})[0].ok
+    for failure in (GraderFailure("suite_problem", "could not collect"), crash):
+        verdict, = assess({"reference": SubmissionResult("reference", (passed,), grader_failures=(failure,))},
+                          {}, {}, {})
+        assert not verdict.ok and failure.reason in verdict.problem
+    result = SubmissionResult("bug", (_failed("test_scaling", "scores are divided by sqrt(d)"),),
+                              grader_failures=(crash,))
+    verdict, = assess({"bug": result}, {"bug": _bug(("sdpa-scaling",))}, {}, {"test_scaling": "sdpa-scaling"})
+    assert verdict.ok

@@ -1,11 +1,16 @@
 """Reports are views of the result records: one module per format, each with ``write(results, out_dir)``."""
 
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..results import SubmissionResult
 from . import class_report, feedback, gradebook
 
 REPORTERS = (gradebook, feedback, class_report)
 
 
-def write_reports(results, out_dir):
+def write_reports(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     """Write every report for ``results`` (a list of SubmissionResult) under ``out_dir``; return the paths."""
     written = []
     for reporter in REPORTERS:

@@ -1,14 +1,16 @@
 """``report.md`` for the instructor: score distribution, pass rate per test, students who need a look."""
 
+from __future__ import annotations
+
 import statistics
 from pathlib import Path
 
 from ..figures import pass_rate_chart, score_histogram
-from ..results import write_atomic
+from ..results import SubmissionResult, write_atomic
 from .escape import markdown
 
 
-def pass_rates(results):
+def pass_rates(results: list[SubmissionResult]) -> list[tuple[str, str, float]]:
     """``[(test name, group, fraction of students who passed it)]`` in rubric order."""
     counts = {}
     for result in results:
@@ -18,7 +20,7 @@ def pass_rates(results):
     return [(name, group, passed / total) for name, (passed, total, group) in counts.items()]
 
 
-def render(results, figures):
+def render(results: list[SubmissionResult], figures: list[str]) -> str:
     scores = [result.score for result in results]
     top = max((result.max_score for result in results), default=0)
     lines = ["# Class report", "", f"{len(results)} students, maximum score {top:g}.", ""]
@@ -30,17 +32,21 @@ def render(results, figures):
               "## Pass rate per test", "", "| test | part | passed |", "| --- | --- | --- |"]
     for name, group, rate in pass_rates(results):
         lines.append(f"| {name} | {group} | {rate:.0%} |")
-    flagged = [result for result in results if result.notes or result.extra.get("notebook_reason")]
+    flagged = [result for result in results if result.notes or _notebook_reason(result)]
     if flagged:
         lines += ["", "## Needs a look", ""]
         for result in flagged:
+            reason = _notebook_reason(result)
             lines.append(f"- **{markdown(result.student)}**: " + "; ".join(markdown(note[:200]) for note in (
-                *result.notes, *([f"notebook: {result.extra['notebook_reason']}"] if result.extra.get(
-                    "notebook_reason") else []))))
+                *result.notes, *([f"notebook: {reason}"] if reason else []))))
     return "\n".join(lines) + "\n"
 
 
-def write(results, out_dir):
+def _notebook_reason(result: SubmissionResult) -> str:
+    return result.notebook.reason if result.notebook is not None else ""
+
+
+def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     histogram = score_histogram([result.score for result in results],
                                 max((result.max_score for result in results), default=1),

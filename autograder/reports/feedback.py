@@ -1,18 +1,20 @@
 """``feedback/<student>.md``: what each student reads. Visible checks in full; hidden ones only counted."""
 
+from __future__ import annotations
+
 from pathlib import Path
 
-from ..results import write_atomic
+from ..results import SubmissionResult, write_atomic
 from ..submission import safe_name
 from .escape import markdown
 
 SHOWN = ("visible", "after_due_date", "after_published")
 
 
-def render(result):
+def render(result: SubmissionResult) -> str:
     """The Markdown feedback of one student (a pure function of the record)."""
     lines = [f"# Feedback for {markdown(result.student)}", "", f"**Score: {result.score:g} / {result.max_score:g}**", ""]
-    if result.output.startswith("grading failed"):
+    if result.unfinished is not None:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
     lines += ["| part | points |", "| --- | --- |"]
     for group, (score, top) in result.group_scores().items():
@@ -49,8 +51,8 @@ def render(result):
                   "your score nor in the maximum.", ""]
     if written:
         lines += ["## Written answers", ""]
-        if result.extra.get("notebook_reason"):
-            lines += [f"Notebook: {markdown(result.extra['notebook_reason'])}.", ""]
+        if result.notebook is not None and result.notebook.reason:
+            lines += [f"Notebook: {markdown(result.notebook.reason)}.", ""]
         pending = sum(test.max_score for test in written if test.status == "pending")
         for test in written:
             state = "still to be graded" if test.status == "pending" else f"{test.score:g}/{test.max_score:g}"
@@ -63,11 +65,11 @@ def render(result):
     return "\n".join(lines)
 
 
-def _inline(text):
+def _inline(text: str) -> str:
     return " ".join(text.split()).replace("`", "'")[:400]
 
 
-def write(results, out_dir):
+def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     written = []
     for result in results:
         path = Path(out_dir) / "feedback" / f"{safe_name(result.student)}.md"

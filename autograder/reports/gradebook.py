@@ -1,13 +1,15 @@
 """``gradebook.csv``: student, score, max_score, then one column per test group."""
 
+from __future__ import annotations
+
 import csv
 import io
 from pathlib import Path
 
-from ..results import write_atomic
+from ..results import SubmissionResult, write_atomic
 
 
-def groups_of(results):
+def groups_of(results: list[SubmissionResult]) -> list[str]:
     """Every test group, in first-seen order across the class."""
     seen = {}
     for result in results:
@@ -16,10 +18,10 @@ def groups_of(results):
     return list(seen)
 
 
-def write(results, out_dir):
+def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     groups = groups_of(results)
     # Written notebook answers wait for formgrader; say how many points are still open.
-    pending = any("notebook_pending_manual" in result.extra for result in results)
+    pending = any(result.notebook is not None for result in results)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["student", "score", "max_score", *groups] + (["notebook_pending_manual"] if pending else []))
@@ -28,7 +30,7 @@ def write(results, out_dir):
         row = [result.student, f"{result.score:g}", f"{result.max_score:g}",
                *(f"{scores[group][0]:g}" if group in scores else "" for group in groups)]
         if pending:
-            row.append(f"{result.extra.get('notebook_pending_manual', 0):g}")
+            row.append(f"{result.notebook.pending_manual if result.notebook is not None else 0:g}")
         writer.writerow(row)
     path = Path(out_dir) / "gradebook.csv"
     write_atomic(path, buffer.getvalue())

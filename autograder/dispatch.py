@@ -1,0 +1,158 @@
+"""Grading tasks in this process: one judge, one student after another, each result written as it is known.
+
+A student whose grading fails for any reason on the grader's side gets a
+result that says so (a typed :class:`~autograder.results.GraderFailure` and a
+note in words), and the loop moves on. The one failure retried is a worker that
+could not be started: nothing a submission does can lead there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import notebook_stage
+from .assignment import Assignment
+from . import results as records
+from . import submission as submissions
+from .planning import Task, result_path
+from .results import GraderFailure, SubmissionResult
+from .sandbox import Sandbox
+from .workers import WorkerFactory
+
+NO_WORKER = "no worker could be started"
+
+
+def failed_result(task: Task, sandbox: Sandbox, failure: GraderFailure) -> SubmissionResult:
+    """A zero result that records why grading this student did not finish (``failure``, one of the kinds in
+    :data:`~autograder.results.UNFINISHED`)."""
+    note = f"grading failed: {failure.reason}"
+    return SubmissionResult(student=task.student, sandbox=sandbox.mode, fingerprint=task.fingerprint, output=note,
+                            notes=(note,), grader_failures=(failure,))
+
+
+def needs_retry(result: SubmissionResult) -> bool:
+    """Whether no worker could be started for this student: the grading machine's trouble, which a second try
+    may not meet. Nothing a submission does leads here (its crashes, hangs and malformed replies fail its own
+    tests), so a retry can never be a second chance bought by the submission. Read from the typed failures
+    only: a note's text may carry words the submission chose."""
+    return any(failure.kind == "no_worker" for failure in result.grader_failures)
+
+
+@dataclass
+class _Prepared:
+    """A task whose files are read, with the means to start its worker and one started."""
+
+    task: Task
+    files: dict = field(default_factory=dict)
+    problems: dict = field(default_factory=dict)
+    scratch: Path = Path()
+    launch: Any = None
+    worker: Any = None
+    failure: GraderFailure | None = None  # no worker could be started
+    intake: Any = None  # with the notebook, when it is graded
+    notebook_launch: Any = None
+
+
+def _grader_error(error: BaseException) -> str:
+    """The grader's own exception in one bounded line: its type and where in the kit it was raised (its message
+    may quote the submission, so it stays out)."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if "/autograder/" in frame.filename]
+    place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(error).__name__}{place}"
+
+
+def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebook: str | None = None) -> _Prepared:
+    """Read ``task``'s files and start its worker now, so it gets ready while the previous student is graded.
+
+    The worker runs no student code before its first request, which comes after the previous worker is gone.
+    """
+    prepared = _Prepared(task, scratch=Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
+    try:
+        intake = submissions.read_submission(task.folder, factory.contract, notebook)
+        prepared.files = intake.files
+        prepared.problems = {what: why for what, why in intake.problems.items() if what != "notebook"}
+        if notebook:
+            prepared.intake = intake
+            prepared.notebook_launch = factory.notebook_launcher(prepared.files, prepared.scratch)
+        prepared.launch = factory.launcher(prepared.files, prepared.scratch)
+        prepared.worker = prepared.launch()
+    except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
+        prepared.failure = GraderFailure("no_worker", f"{NO_WORKER}: {_grader_error(error)}")
+    return prepared
+
+
+def grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: str | Path | None = None
+                   ) -> SubmissionResult:
+    """Grade a prepared task with ``judge`` (its notebook too, when it was read); any grader-side exception
+    becomes a failed result (never raised)."""
+    task = prepared.task
+    try:
+        if prepared.failure is not None:
+            return failed_result(task, sandbox, prepared.failure)
+        result = judge.grade(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
+                             task.fingerprint, worker=prepared.worker)
+        if prepared.intake is not None and not needs_retry(result):
+            result = notebook_stage.grade_into(result, prepared.intake, sandbox, prepared.notebook_launch, out_dir,
+                                               judge.assignment)
+        return result
+    except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
+        return failed_result(task, sandbox, GraderFailure("grader_error", _grader_error(error)))
+    finally:
+        shutil.rmtree(prepared.scratch, ignore_errors=True)
+
+
+def save_result(result: SubmissionResult, out_dir: str | Path) -> SubmissionResult:
+    """Write ``result`` (atomically); a file-system error costs this student only: their result says so, and
+    is still returned."""
+    try:
+        records.save(result, result_path(out_dir, result.student))
+    except OSError as error:
+        note = f"the result could not be written ({os.strerror(error.errno or 0)})"
+        result = replace(result, notes=result.notes + (note,))
+    return result
+
+
+def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
+               done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False) -> None:
+    """Grade ``tasks`` (an iterator) of ``assignment`` in this process, writing each result; call ``done(result)``
+    after each; ``notebook``: grade its notebook too (when it has one).
+
+    The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
+    current tests.
+    """
+    import torch
+
+    from .judge import Judge  # imports pytest and the hidden tests; only judges need them
+
+    # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
+    torch.set_num_threads(1)
+    tasks = iter(tasks)
+    notebook = assignment.notebook if notebook else None  # the file to read, when the notebook is graded
+    with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
+        factory = WorkerFactory(sandbox, scratch_root, assignment)
+        try:
+            factory.start()  # its torch import runs while the hidden tests are collected
+            judge = Judge(assignment)
+            task = next(tasks, None)
+            current = prepare(task, factory, scratch_root, notebook) if task else None
+            while current is not None:
+                task = next(tasks, None)
+                following = prepare(task, factory, scratch_root, notebook) if task else None
+                result = grade_prepared(current, sandbox, judge, out_dir)
+                if needs_retry(result):  # the grader's side broke, not the student's code: once more
+                    retried = grade_prepared(prepare(current.task, factory, scratch_root, notebook), sandbox, judge,
+                                             out_dir)
+                    result = replace(retried, notes=retried.notes + ("graded a second time after a grader failure",))
+                if factory.note and factory.note not in result.notes:
+                    result = replace(result, notes=result.notes + (factory.note,))
+                done(save_result(result, out_dir))
+                current = following
+        finally:
+            factory.close()

@@ -1,0 +1,175 @@
+"""``grade --jobs N``: the work shared by N judge processes, both ends of their pipes.
+
+The main process (:class:`JudgePool`) feeds each judge one student at a time
+over its stdin (JSON lines) and reads a line per student done from its stdout,
+so a slow submission never holds up the others; the judge (:func:`judge_main`,
+``python -m autograder _judge MANIFEST``) grades them with
+:func:`~autograder.dispatch.judge_loop` and writes each result itself. What a
+judge reports is only that a student is done: the parent reads the result from
+the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from . import results as records
+from . import assignment as assignments
+from .assignment import Assignment
+from .dispatch import failed_result, judge_loop, save_result
+from .planning import Task, result_path
+from .results import GraderFailure, SubmissionResult
+from .sandbox import Limits, Sandbox
+
+# The judge process's argv, before the manifest's path (a test may start a judge of its own instead).
+JUDGE_COMMAND = (sys.executable, "-m", "autograder", "_judge")
+OUTSTANDING = 2  # per judge: the student being graded and the one whose worker warms up
+ATTEMPTS = 2  # judges that may die holding a student before the student is failed
+
+
+def write_manifest(path: Path, sandbox: Sandbox, out_dir: str | Path, notebook: bool, descriptor: Path) -> None:
+    """What every judge of the pool needs: the sandbox, the output folder, whether notebooks are graded, and
+    the assignment's descriptor."""
+    path.write_text(json.dumps({"mode": sandbox.mode, "note": sandbox.note, "out_dir": str(out_dir),
+                                "threads": sandbox.threads, "limits": asdict(sandbox.limits), "fork": sandbox.fork,
+                                "landlock": sandbox.landlock, "notebook": notebook, "assignment": str(descriptor)}))
+
+
+def read_manifest(path: str | Path) -> tuple[Sandbox, str, bool, str]:
+    """``(sandbox, out_dir, notebook, descriptor)`` of :func:`write_manifest`."""
+    manifest = json.loads(Path(path).read_text())
+    sandbox = Sandbox(manifest["mode"], manifest["note"], Limits(**manifest["limits"]), int(manifest["threads"]),
+                      bool(manifest["fork"]), int(manifest["landlock"]))
+    return sandbox, str(manifest["out_dir"]), bool(manifest.get("notebook")), str(manifest["assignment"])
+
+
+def judge_main(manifest_path: str | Path) -> int:
+    """Entry of a judge subprocess: read the sandbox from a manifest, tasks from stdin, report on stdout."""
+    sandbox, out_dir, notebook, descriptor = read_manifest(manifest_path)
+
+    def tasks() -> Iterator[Task]:
+        for line in sys.stdin:
+            if line.strip():
+                yield Task.from_json(json.loads(line))
+
+    def done(result: SubmissionResult) -> None:
+        print(json.dumps({"done": result.student, "score": result.score, "max": result.max_score}), flush=True)
+
+    judge_loop(tasks(), sandbox, out_dir, done, assignments.load(descriptor), notebook)
+    return 0
+
+
+class JudgePool:
+    """Judge processes fed tasks, :data:`OUTSTANDING` at a time each; a judge that dies has the students it held
+    graded once more by a fresh judge, and a student held by :data:`ATTEMPTS` judges that died is failed
+    (``judge_stopped``).
+
+    ``command`` is the judge's argv; the manifest's path is appended to it.
+    """
+
+    def __init__(self, command: Sequence[str], sandbox: Sandbox, out_dir: str | Path,
+                 on_done: Callable[[SubmissionResult], None], env: dict[str, str] | None = None) -> None:
+        self.command, self.env = list(command), env
+        self.sandbox, self.out_dir, self.on_done = sandbox, out_dir, on_done
+        self.pending: list[Task] = []  # not sent to any judge yet, in order
+        self.children: list[subprocess.Popen] = []  # every judge started, to be waited for
+        self.held: dict[subprocess.Popen, list[Task]] = {}  # each judge's students sent and not reported done
+        self.deaths: dict[str, int] = {}  # per student: judges that died holding them
+        self.selector = selectors.DefaultSelector()
+
+    def run(self, tasks: Iterable[Task], jobs: int) -> None:
+        """Grade ``tasks`` on up to ``jobs`` judges; ``on_done`` once per task, as each result is known."""
+        self.pending = list(tasks)
+        for _ in range(min(jobs, len(self.pending))):
+            self._start()
+        while self.selector.get_map():
+            for key, _ in self.selector.select():
+                child = key.data
+                line = child.stdout.readline()
+                if line:
+                    self._reported(child, line)
+                else:
+                    self._ended(child)
+        for child in self.children:
+            child.wait()
+
+    def _start(self) -> None:
+        child = subprocess.Popen(self.command, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True, bufsize=1)
+        self.children.append(child)
+        self.held[child] = []
+        self.selector.register(child.stdout, selectors.EVENT_READ, child)
+        for _ in range(OUTSTANDING):
+            self._feed(child)
+
+    def _feed(self, child: subprocess.Popen) -> None:
+        """Send ``child`` the next pending task, or, with none left, close its stdin (it ends when done)."""
+        if child.stdin.closed:
+            return
+        if not self.pending:
+            self._close_stdin(child)
+            return
+        task = self.pending.pop(0)
+        self.held[child].append(task)  # held from now: if the judge is dead already, its end requeues the task
+        try:
+            child.stdin.write(json.dumps(task.to_json()) + "\n")
+            child.stdin.flush()
+        except BrokenPipeError:
+            self._close_stdin(child)
+
+    @staticmethod
+    def _close_stdin(child: subprocess.Popen) -> None:
+        try:
+            child.stdin.close()
+        except BrokenPipeError:  # a line still buffered for a judge that is gone: closed all the same
+            pass
+
+    def _reported(self, child: subprocess.Popen, line: str) -> None:
+        """A judge's line ``{"done": student}``: that student's result, read back from its file."""
+        message = json.loads(line)
+        finished = [task for task in self.held[child] if task.student == message.get("done")]
+        for task in finished:
+            self.held[child].remove(task)
+            try:
+                result = records.load(result_path(self.out_dir, task.student))
+            except (OSError, ValueError, KeyError):
+                result = failed_result(task, self.sandbox,
+                                       GraderFailure("result_lost", "its result could not be read back"))
+            self.on_done(result)
+        self._feed(child)
+
+    def _ended(self, child: subprocess.Popen) -> None:
+        """A judge's output ended: whatever it still held goes back to the front of the queue, for a fresh judge,
+        unless that student's judge died before. Requeued in reverse, so the one it was grading (the oldest)
+        comes after the ones only waiting behind it."""
+        self.selector.unregister(child.stdout)
+        held, self.held[child] = self.held[child], []
+        for task in held:
+            self.deaths[task.student] = self.deaths.get(task.student, 0) + 1
+            if self.deaths[task.student] < ATTEMPTS:
+                self.pending.insert(0, task)
+            else:
+                failure = GraderFailure("judge_stopped", "the judge process stopped unexpectedly, twice")
+                self.on_done(save_result(failed_result(task, self.sandbox, failure), self.out_dir))
+        if self.pending:
+            self._start()
+
+
+def grade_in_parallel(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path, jobs: int,
+                      on_done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
+                      judge_command: Sequence[str] = JUDGE_COMMAND) -> None:
+    """Grade ``tasks`` of ``assignment`` on ``jobs`` judge processes started with ``judge_command`` (plus a
+    manifest's path)."""
+    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
+        manifest = Path(tmp) / "manifest.json"
+        write_manifest(manifest, sandbox, out_dir, notebook, assignment.descriptor)
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+        JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env).run(tasks, jobs)

@@ -1,0 +1,91 @@
+"""``--jobs N``: the pool of judge processes, run with a fake judge (no torch, no workers) so that a judge's
+death can be staged: which student kills it decides everything, never how fast anything runs."""
+
+import sys
+import textwrap
+
+from autograder.dispatch import needs_retry
+from autograder.judge_pool import grade_in_parallel
+from autograder.planning import Task, result_path
+from autograder.results import GraderFailure, load
+from autograder.sandbox import Sandbox
+from lesson import LESSON
+
+# Reads the pool's tasks like `python -m autograder _judge MANIFEST`; logs "judge-number student" as it takes each.
+# "flaky" ends its judge the first time it is taken (a clean exit), "doomed" every time (a crash); "unwritten" is
+# reported done without a result file; everyone else gets 1 of 1.
+FAKE_JUDGE = textwrap.dedent("""
+    import json, os, sys
+    from pathlib import Path
+    from autograder.planning import Task, result_path
+    from autograder.results import SubmissionResult, TestResult, save
+
+    state = Path(sys.argv[1])
+    out_dir = json.loads(Path(sys.argv[2]).read_text())["out_dir"]
+    number = 1
+    while True:  # this judge's number: the first free one (claimed atomically)
+        try:
+            os.close(os.open(state / f"judge-{number}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            break
+        except FileExistsError:
+            number += 1
+    for line in sys.stdin:
+        task = Task.from_json(json.loads(line))
+        with open(state / "log", "a") as log:
+            log.write(f"{number} {task.student}\\n")
+        if task.student == "flaky" and not (state / "flaky-ended-a-judge").exists():
+            (state / "flaky-ended-a-judge").touch()
+            sys.exit(0)
+        if task.student == "doomed":
+            os._exit(3)
+        if task.student != "unwritten":
+            save(SubmissionResult(task.student, (TestResult("t", "g", 1, 1, "passed"),),
+                                  fingerprint=task.fingerprint), result_path(out_dir, task.student))
+        print(json.dumps({"done": task.student}), flush=True)
+""")
+
+
+def _pool(tmp_path, students, jobs):
+    """Grade ``students`` on ``jobs`` fake judges; ``(results by student, [(judge number, student)] taken)``."""
+    state = tmp_path / "state"
+    state.mkdir()
+    script = tmp_path / "fake_judge.py"
+    script.write_text(FAKE_JUDGE)
+    tasks = [Task(student, str(tmp_path / "class" / student), f"fp-{student}") for student in students]
+    done = []
+    grade_in_parallel(tasks, Sandbox("none", "a test"), tmp_path / "out", jobs, done.append, LESSON,
+                      judge_command=[sys.executable, str(script), str(state)])
+    assert sorted(result.student for result in done) == sorted(students), "one result per student, exactly"
+    taken = [tuple(line.split(" ", 1)) for line in (state / "log").read_text().splitlines()]
+    return {result.student: result for result in done}, [(int(judge), student) for judge, student in taken]
+
+
+def test_a_dead_judges_students_are_graded_once_more_by_a_fresh_judge_then_failed(tmp_path):
+    results, taken = _pool(tmp_path, ["unwritten", "alice", "flaky", "bob", "doomed"], jobs=1)
+
+    def judges(student):
+        return [judge for judge, name in taken if name == student]
+
+    # flaky ended its first judge, and a fresh one graded it
+    assert len(set(judges("flaky"))) == 2 and results["flaky"].score == results["flaky"].max_score == 1
+    assert results["flaky"].grader_failures == ()
+    # the students queued behind it were graded, once each
+    for student in ("alice", "bob"):
+        assert len(judges(student)) == 1 and results[student].score == 1 and not results[student].grader_failures
+    # doomed killed two judges: failed, and the record (also on disk) says why in a typed field
+    assert len(set(judges("doomed"))) == 2
+    for doomed in (results["doomed"], load(result_path(tmp_path / "out", "doomed"))):
+        assert doomed.score == 0 and [failure.kind for failure in doomed.grader_failures] == ["judge_stopped"]
+        assert doomed.unfinished == doomed.grader_failures[0] and not needs_retry(doomed)
+    # a judge that says "done" without a result: the result is lost, not invented
+    assert results["unwritten"].grader_failures == (GraderFailure("result_lost", "its result could not be read back"),)
+    assert len(judges("unwritten")) == 1 and not needs_retry(results["unwritten"])
+
+
+def test_every_judge_of_the_pool_takes_a_share(tmp_path):
+    students = [f"s{number}" for number in range(6)]
+    results, taken = _pool(tmp_path, students, jobs=2)
+    assert {judge for judge, _ in taken} == {1, 2}, "both judges started with students of their own"
+    assert sorted(student for _, student in taken) == students, "each student taken by one judge, once"
+    assert all(results[student].score == 1 and results[student].fingerprint == f"fp-{student}"
+               for student in students)
