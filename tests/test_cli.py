@@ -8,6 +8,8 @@ import torch
 from autograder import cli, paths
 from autograder.bench import loop_encoding, run_bench
 
+import rubric_totals
+
 
 def test_release_check_passes_on_the_committed_tree(capsys):
     assert cli.main(["release", "--check"]) == 0
@@ -67,5 +69,6 @@ def test_the_demo_grades_code_and_notebooks_together_and_succeeds(tmp_path):
     assert run_demo(tmp_path, emit=lambda line: None) == 0
     with open(tmp_path / "graded" / "gradebook.csv", newline="") as handle:
         reference = {row["student"]: row for row in csv.DictReader(handle)}["reference"]
-    assert reference["notebook"] == "3" and reference["notebook_pending_manual"] == "13"
+    notebook = rubric_totals.notebook()
+    assert reference["notebook"] == f"{notebook.auto:g}" and reference["notebook_pending_manual"] == f"{notebook.manual:g}"
     assert (tmp_path / "graded" / "nbgrader" / "gradebook.db").exists()
