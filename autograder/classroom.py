@@ -19,9 +19,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
+from . import paths, pins
 from .release import diff_release
 from .errors import KitError
+from .worker import contract
 
 # Public test files in the order students implement them, with the prefix of their steps' ids.
 PUBLIC_TEST_FILES = (
@@ -32,16 +33,9 @@ PUBLIC_TEST_FILES = (
 POINTS_PER_TEST = 1
 # Measured on a 2-core machine: one pytest run of every public test, most of it importing torch.
 PUBLIC_TESTS_SECONDS = 3
-STUDENT_REQUIREMENTS = """\
-# Pinned so that everyone computes the same numbers. Install torch first, the build for your machine
-# (README.md, "Set up", has the commands), then this file: pip then finds torch==2.13.0 already there.
-torch==2.13.0
-numpy==2.4.6
-matplotlib==3.11.2
-pytest==9.2.0
-notebook==7.6.5
-ipykernel==7.4.0
-"""
+# The template's requirements: a name takes the kit's own pin (pyproject.toml); Jupyter, which the kit does not
+# use, is pinned here.
+STUDENT_PACKAGES = ("torch", "numpy", "matplotlib", "pytest", "notebook==7.6.5", "ipykernel")
 PYTEST_INI = """\
 [pytest]
 testpaths = assignments/mha_pe/tests
@@ -61,6 +55,14 @@ class Step:
     @property
     def node(self) -> str:
         return f"assignments/{paths.ASSIGNMENT_ID}/tests/{self.test_file}::{self.test}"
+
+
+def student_requirements() -> str:
+    """The text of the template's ``requirements.txt``."""
+    torch = pins.pin("torch")
+    return (f"# Pinned so that everyone computes the same numbers. Install torch first, the build for your machine\n"
+            f"# (README.md, \"Set up\", has the commands), then this file: pip then finds {torch} already there.\n"
+            + "".join(f"{name if '==' in name else pins.pin(name)}\n" for name in STUDENT_PACKAGES))
 
 
 def classroom_steps(tests_dir: Path | None = None) -> tuple[Step, ...]:
@@ -127,7 +129,7 @@ jobs:
           python-version: "3.11"
       - name: Install the pinned requirements (CPU build of torch)
         run: |
-          python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+          {pins.torch_cpu_install("python")}
           python -m pip install -r requirements.txt
 {blocks}      - name: Autograding Reporter
         uses: classroom-resources/autograding-grading-reporter@v1
@@ -142,6 +144,9 @@ def student_readme(steps: tuple[Step, ...] | None = None) -> str:
     """The template's README.md: set-up commands, what to implement, the public tests, Classroom points, grading."""
     steps = steps or classroom_steps()
     total = sum(step.points for step in steps)
+    torch = pins.version("torch")
+    *others, last = (f"`{name}`" for name in contract.FORBIDDEN.values())
+    forbidden = f"{', '.join(others)} or {last}"
     return f"""# Multi-Head Attention and Positional Encoding
 
 You will build, in PyTorch, the pieces the lesson describes: the sinusoidal positional encoding (and the
@@ -158,16 +163,16 @@ CPU only (Linux, Windows):
 
 ```
 python -m venv .venv
-.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+{pins.torch_cpu_install(".venv/bin/python")}
 .venv/bin/python -m pip install -r requirements.txt
 ```
 
 macOS: the same without the torch line (PyPI's macOS build has no CUDA in it).
 
-With an NVIDIA GPU (CUDA): on Linux, the first and last lines alone install PyPI's torch 2.13.0, which is
+With an NVIDIA GPU (CUDA): on Linux, the first and last lines alone install PyPI's torch {torch}, which is
 the CUDA build (several GB). For another CUDA version, or on Windows, replace the torch line with
-`.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/<tag>`, with the
-CUDA tag (`cu` and a number) that PyTorch's install selector shows for torch 2.13.0 and your driver.
+`.venv/bin/python -m pip install {pins.pin("torch")} --index-url https://download.pytorch.org/whl/<tag>`, with the
+CUDA tag (`cu` and a number) that PyTorch's install selector shows for torch {torch} and your driver.
 
 On Windows write `.venv\\Scripts\\python` for `.venv/bin/python`. Check with
 `.venv/bin/python -c "import torch; print(torch.__version__, torch.cuda.is_available())"`.
@@ -178,8 +183,8 @@ In `assignments/mha_pe/`, in this order:
 
 1. `positional_encoding.py`: `get_positional_encoding`, `shift_matrix`, `PositionalEncoding`
 2. `heads.py`: `split_heads`, `combine_heads`
-3. `attention.py`: `scaled_dot_product_attention`, `MultiHeadAttention` (without `nn.MultiheadAttention` or
-   `F.scaled_dot_product_attention`: building them is the point)
+3. `attention.py`: `scaled_dot_product_attention`, `MultiHeadAttention` (without {forbidden}: building them is
+   the point)
 
 Each docstring is the contract: shapes, the ranks accepted, the mask rules, the precision expected, the
 errors to raise, and what must be vectorized. Replace each `raise NotImplementedError(...)` with your code.
@@ -226,7 +231,7 @@ def write_template(destination):
     shutil.copytree(paths.ASSIGNMENTS_DIR / paths.ASSIGNMENT_ID, destination / "assignments" / paths.ASSIGNMENT_ID,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
     (destination / "README.md").write_text(student_readme())
-    (destination / "requirements.txt").write_text(STUDENT_REQUIREMENTS)
+    (destination / "requirements.txt").write_text(student_requirements())
     (destination / "pytest.ini").write_text(PYTEST_INI)
     (destination / ".gitignore").write_text(".venv/\n__pycache__/\n.ipynb_checkpoints/\n")
     workflow = destination / ".github" / "workflows" / "classroom.yml"

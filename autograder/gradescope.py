@@ -14,14 +14,18 @@ import zipfile
 from dataclasses import replace
 from pathlib import Path
 
-from . import paths
+from . import paths, pins
 from .errors import KitError
 from .grading import grade_class
 from .results import save
 from .submission import NOTEBOOK, read_submission
 
 KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
-SETUP = """\
+
+
+def setup_script() -> str:
+    """``setup.sh``: the pins are written in when the zip is built, so the image gets the kit's own."""
+    return f"""\
 #!/usr/bin/env bash
 # Gradescope runs this once, when the autograder image is built (choose the Ubuntu 24.04 base image).
 set -euo pipefail
@@ -29,9 +33,11 @@ apt-get update
 DEBIAN_FRONTEND=noninteractive apt-get install -y bubblewrap python3 python3-venv python3-pip
 cd /autograder/source
 python3 -m venv .venv
-.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+{pins.torch_cpu_install(".venv/bin/python")}
 .venv/bin/python -m pip install -e .
 """
+
+
 RUN = """\
 #!/usr/bin/env bash
 # Gradescope runs this for every submission: the kit's sandboxed judge grades /autograder/submission.
@@ -50,7 +56,7 @@ def build_package(destination):
         raise KitError(f"--to must name a .zip file, got {destination}")
     destination.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN)):
+        for name, text in (("setup.sh", setup_script()), ("run_autograder", RUN)):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
             archive.writestr(info, text)
