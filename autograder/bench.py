@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from . import paths
-from .reference import load_reference
+from .reference import load_public_checks, load_reference
 
 
 def loop_encoding(max_seq_len, d_model, base=10000.0):
@@ -56,11 +56,8 @@ def attention_ratio(reference, repeats, need_weights):
     batch, seq, d_model, heads = 8, 256, 512, 8
     torch.manual_seed(0)
     ours = reference.MultiHeadAttention(d_model, heads).eval()
-    theirs = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.q_linear.weight, ours.k_linear.weight, ours.v_linear.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.q_linear.bias, ours.k_linear.bias, ours.v_linear.bias]))
-        theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
+    checks = load_public_checks()
+    theirs = checks.torch_twin(checks.projection_weights(ours), d_model, heads)
     x = torch.randn(batch, seq, d_model)
 
     def run_ours():

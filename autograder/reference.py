@@ -18,9 +18,19 @@ def load_package(package_dir, module_name):
     init = package_dir / "__init__.py"
     if not init.is_file():
         raise KitError(f"not a Python package (no __init__.py): {package_dir}")
+    return _load(module_name, init, [str(package_dir)])
+
+
+def load_module(path, module_name):
+    """Import the single file ``path`` as ``module_name``."""
+    return _load(module_name, path, None)
+
+
+def _load(module_name, path, search_locations):
+    """Import ``path`` as ``module_name`` once per process; a failed import leaves no half-made module behind."""
     if module_name in sys.modules:
         return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, init, submodule_search_locations=[str(package_dir)])
+    spec = importlib.util.spec_from_file_location(module_name, path, submodule_search_locations=search_locations)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
@@ -29,6 +39,13 @@ def load_package(package_dir, module_name):
         del sys.modules[module_name]
         raise
     return module
+
+
+def load_public_checks():
+    """The helpers the public tests share (``solutions/mha_pe/tests/checks.py``, the instructor's copy, never a
+    student's), imported as ``mha_pe_public_checks``: the hidden tests, the bench and the kit's tests build
+    ``torch.nn.MultiheadAttention`` twins with the same code the students' tests use."""
+    return load_module(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / "tests" / "checks.py", "mha_pe_public_checks")
 
 
 def load_reference():
