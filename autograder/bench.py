@@ -179,7 +179,7 @@ def notebook_stage(count, emit, sandbox_mode="auto"):
     from .results import SubmissionResult
     from .sandbox import choose_sandbox
     from .submission import read_submission
-    from .workers import WorkerFactory
+    from .launch import WorkerFactory
 
     sandbox = choose_sandbox(sandbox_mode)
     intake = read_submission(paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID)

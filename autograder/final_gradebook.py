@@ -1,5 +1,10 @@
-"""``python -m autograder gradebook OUT_DIR``: after grading the written answers in formgrader, the final
-gradebook and every student's feedback, regenerated.
+"""``python -m autograder final-gradebook OUT_DIR`` (first named ``gradebook``): after grading the written
+answers in formgrader, ``final_gradebook.csv`` and every student's feedback, regenerated.
+
+Two gradebooks, told apart by name: ``gradebook.csv`` (``reports/gradebook.py``) is
+written by every ``grade`` run, one column per test group, written answers
+pending; ``final_gradebook.csv`` (here) comes after formgrader, code and
+notebook (autograded, manual) side by side, for the course's records.
 
 The course folder is ``OUT_DIR/nbgrader``. Each student's record gets the
 scores and comments nbgrader's database holds now (written answers, and any
@@ -61,7 +66,7 @@ def _row(result):
     return [result.student, *(f"{value:g}" for value in values), result.extra.get("notebook_reason", "")]
 
 
-def export_gradebook(out_dir, emit=None):
+def export_final_gradebook(out_dir, emit=None):
     """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
     the path of the latter."""
     out_dir = Path(out_dir)

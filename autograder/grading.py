@@ -30,7 +30,7 @@ from .errors import KitError
 from .progress import Progress
 from .reports import write_reports
 from .sandbox import Limits, Sandbox, choose_sandbox, lock_instructor_folders
-from .workers import WorkerFactory
+from .launch import WorkerFactory
 
 RESULTS = "results"
 SHARD_FILE = "shard.json"

@@ -19,7 +19,7 @@ from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
 from .results import SubmissionResult, TestResult
 from .sandbox import choose_sandbox
-from .workers import WorkerFactory
+from .launch import WorkerFactory
 
 
 CHECK_CRASHED = "the check could not use this submission's answer"

@@ -33,7 +33,7 @@ NOTEBOOK_ID = "check_your_understanding"
 NOTEBOOK = NOTEBOOK_ID + ".ipynb"
 CONFIG = """\
 # Written by python -m autograder: an nbgrader course holding the notebook's grades. Relocatable: its root is
-# this file's folder. Grade the written answers in formgrader, then run: python -m autograder gradebook OUT_DIR
+# this file's folder. Grade the written answers in formgrader, then run: python -m autograder final-gradebook OUT_DIR
 import os
 
 c = get_config()

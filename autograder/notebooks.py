@@ -23,7 +23,7 @@ from .submission import NOTEBOOK, nbgrader_safe_name
 SOURCE_NOTEBOOK = paths.SOLUTIONS_DIR / paths.ASSIGNMENT_ID / NOTEBOOK
 COURSE_CONFIG = """\
 # Written by python -m autograder grade: this folder is an nbgrader course for the notebook's grading.
-# Open it with formgrader to grade the written answers, then run: python -m autograder gradebook OUT_DIR
+# Open it with formgrader to grade the written answers, then run: python -m autograder final-gradebook OUT_DIR
 c = get_config()
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.course_id = "mha_pe"

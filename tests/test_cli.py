@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from autograder import cli, paths
@@ -43,6 +44,13 @@ def test_unknown_command_is_a_usage_error():
                                cwd=paths.REPO_ROOT)
     assert completed.returncode == 2 and "invalid choice" in completed.stderr
 
+
+
+@pytest.mark.parametrize("command", ["final-gradebook", "gradebook"])  # the second, its first name, still works
+def test_the_final_gradebook_command_answers_to_both_names(command, tmp_path, capsys):
+    assert cli.main([command, str(tmp_path)]) == 2
+    assert "no results in" in capsys.readouterr().err
+    assert not (tmp_path / "final_gradebook.csv").exists()
 
 def test_benchmark_baseline_is_the_same_encoding(reference):
     baseline = torch.from_numpy(loop_encoding(30, 16)).float()

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import pytest
 
 from autograder import notebooks, paths
-from autograder.final_gradebook import export_gradebook
+from autograder.final_gradebook import export_final_gradebook
 from autograder.grading import grade_class, result_path
 from autograder.mutants import copy_package
 from autograder.results import load
@@ -407,7 +407,7 @@ def give_manual_grades(course, nbid, comment):
 def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedback(graded):
     results, out = graded.results, graded.out
     give_manual_grades(out / "nbgrader", results["correct"].extra["notebook_id"], "Clear *and* <b>complete</b>.")
-    with open(export_gradebook(out), newline="") as handle:
+    with open(export_final_gradebook(out), newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     correct = rows["correct"]
     # The code's points (the GPU check counts nowhere where the grading machine has no CUDA), then the notebook's.
@@ -494,7 +494,7 @@ def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path)
     for student in ("ada", "bob", "cy"):
         assert (moved / "nbgrader" / "autograded" / student / "mha_pe" / notebooks.NOTEBOOK).is_file()
     give_manual_grades(moved / "nbgrader", "bob", "Well argued.")
-    with open(export_gradebook(moved), newline="") as handle:
+    with open(export_final_gradebook(moved), newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     assert rows["bob"]["total"] == rows["bob"]["max_total"] == f"{TOTAL:g}"
     assert rows["ada"]["notebook_pending_manual"] == f"{MANUAL:g}" and rows["ada"]["max_total"] == f"{TOTAL:g}"
