@@ -146,7 +146,7 @@ def student_readme(steps: tuple[Step, ...] | None = None) -> str:
     total = sum(step.points for step in steps)
     torch = pins.version("torch")
     *others, last = (f"`{name}`" for name in contract.FORBIDDEN.values())
-    forbidden = f"{', '.join(others)} or {last}"
+    forbidden = " or ".join(filter(None, (", ".join(others), last)))
     return f"""# Multi-Head Attention and Positional Encoding
 
 You will build, in PyTorch, the pieces the lesson describes: the sinusoidal positional encoding (and the

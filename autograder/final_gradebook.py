@@ -66,7 +66,7 @@ def _row(result):
     return [result.student, *(f"{value:g}" for value in values), result.extra.get("notebook_reason", "")]
 
 
-def export_final_gradebook(out_dir, emit=None):
+def export_final_gradebook(out_dir: Path | str, emit=None) -> Path:
     """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
     the path of the latter."""
     out_dir = Path(out_dir)

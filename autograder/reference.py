@@ -7,6 +7,7 @@ student code never enters the judge's process.
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from . import paths
 from .errors import KitError
@@ -21,7 +22,7 @@ def load_package(package_dir, module_name):
     return _load(module_name, init, [str(package_dir)])
 
 
-def load_module(path, module_name):
+def load_module(path: Path, module_name: str) -> ModuleType:
     """Import the single file ``path`` as ``module_name``."""
     return _load(module_name, path, None)
 
@@ -41,7 +42,7 @@ def _load(module_name, path, search_locations):
     return module
 
 
-def load_public_checks():
+def load_public_checks() -> ModuleType:
     """The helpers the public tests share (``solutions/mha_pe/tests/checks.py``, the instructor's copy, never a
     student's), imported as ``mha_pe_public_checks``: the hidden tests, the bench and the kit's tests build
     ``torch.nn.MultiheadAttention`` twins with the same code the students' tests use."""

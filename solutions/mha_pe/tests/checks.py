@@ -18,7 +18,7 @@ def must_raise_value_error(call, what):
     pytest.fail(f"{what} must raise ValueError")
 
 
-def projection_weights(module):
+def projection_weights(module: torch.nn.Module) -> dict:
     """``{name: (weight, bias)}`` of ``module``'s four projections; a missing bias is zeros (checked on its own)."""
     weights = {}
     for name in PROJECTIONS:
@@ -28,7 +28,7 @@ def projection_weights(module):
     return weights
 
 
-def torch_twin(weights, d_model, num_heads):
+def torch_twin(weights: dict, d_model: int, num_heads: int) -> torch.nn.MultiheadAttention:
     """PyTorch's own ``nn.MultiheadAttention`` carrying the four projections ``weights`` (``{name: (weight,
     bias)}``, as :func:`projection_weights` gives them): whatever holds them, both compute the same thing."""
     twin = torch.nn.MultiheadAttention(d_model, num_heads, batch_first=True)
