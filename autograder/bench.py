@@ -124,7 +124,7 @@ def notebook_stage(count, emit, assignment, sandbox_mode="auto"):
     from .results import SubmissionResult
     from .sandbox import choose_sandbox
     from .submission import read_submission
-    from .workers import WorkerFactory
+    from .launch import WorkerFactory
 
     sandbox = choose_sandbox(sandbox_mode)
     answered = assignment.source_notebook().read_bytes()

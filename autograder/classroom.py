@@ -19,22 +19,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import pins
 from .release import diff_release
 from .errors import KitError
 
 POINTS_PER_TEST = 1
 # Measured on a 2-core machine: one pytest run of every public test, most of it importing torch.
 PUBLIC_TESTS_SECONDS = 3
-STUDENT_REQUIREMENTS = """\
-# Pinned so that everyone computes the same numbers. Install torch first, the build for your machine
-# (README.md, "Set up", has the commands), then this file: pip then finds torch==2.13.0 already there.
-torch==2.13.0
-numpy==2.4.6
-matplotlib==3.11.2
-pytest==9.2.0
-notebook==7.6.5
-ipykernel==7.4.0
-"""
+# The template's requirements: a name takes the kit's own pin (pyproject.toml); Jupyter, which the kit does not
+# use, is pinned here.
+STUDENT_PACKAGES = ("torch", "numpy", "matplotlib", "pytest", "notebook==7.6.5", "ipykernel")
 PYTEST_INI = """\
 [pytest]
 testpaths = assignments/{package}/tests
@@ -55,6 +49,14 @@ class Step:
     @property
     def node(self) -> str:
         return f"assignments/{self.package}/tests/{self.test_file}::{self.test}"
+
+
+def student_requirements() -> str:
+    """The text of the template's ``requirements.txt``."""
+    torch = pins.pin("torch")
+    return (f"# Pinned so that everyone computes the same numbers. Install torch first, the build for your machine\n"
+            f"# (README.md, \"Set up\", has the commands), then this file: pip then finds {torch} already there.\n"
+            + "".join(f"{name if '==' in name else pins.pin(name)}\n" for name in STUDENT_PACKAGES))
 
 
 def public_test_files(assignment) -> list[tuple[str, str]]:
@@ -132,7 +134,7 @@ jobs:
           python-version: "3.11"
       - name: Install the pinned requirements (CPU build of torch)
         run: |
-          python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+          {pins.torch_cpu_install("python")}
           python -m pip install -r requirements.txt
 {blocks}      - name: Autograding Reporter
         uses: classroom-resources/autograding-grading-reporter@v1
@@ -143,8 +145,10 @@ jobs:
 """
 
 
-SETUP = """\
-## Set up
+def _setup() -> str:
+    """The README's set-up section: the pinned torch build first, then the template's requirements."""
+    torch = pins.version("torch")
+    return f"""## Set up
 
 You need Python 3.11 or newer. Install torch first, the build for your machine, then the rest. No GPU is
 needed: the CPU build is the small, quick choice everywhere.
@@ -153,16 +157,16 @@ CPU only (Linux, Windows):
 
 ```
 python -m venv .venv
-.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+{pins.torch_cpu_install(".venv/bin/python")}
 .venv/bin/python -m pip install -r requirements.txt
 ```
 
 macOS: the same without the torch line (PyPI's macOS build has no CUDA in it).
 
-With an NVIDIA GPU (CUDA): on Linux, the first and last lines alone install PyPI's torch 2.13.0, which is
+With an NVIDIA GPU (CUDA): on Linux, the first and last lines alone install PyPI's torch {torch}, which is
 the CUDA build (several GB). For another CUDA version, or on Windows, replace the torch line with
-`.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/<tag>`, with the
-CUDA tag (`cu` and a number) that PyTorch's install selector shows for torch 2.13.0 and your driver.
+`.venv/bin/python -m pip install {pins.pin("torch")} --index-url https://download.pytorch.org/whl/<tag>`, with the
+CUDA tag (`cu` and a number) that PyTorch's install selector shows for torch {torch} and your driver.
 
 On Windows write `.venv\\Scripts\\python` for `.venv/bin/python`. Check with
 `.venv/bin/python -c "import torch; print(torch.__version__, torch.cuda.is_available())"`.
@@ -170,16 +174,24 @@ On Windows write `.venv\\Scripts\\python` for `.venv/bin/python`. Check with
 """
 
 
+def _forbidden(assignment) -> str:
+    """The assignment's forbidden APIs as prose: "`a`, `b` or `c`"."""
+    *others, last = (f"`{name}`" for name in assignment.contract.forbidden) or ("",)
+    return " or ".join(filter(None, (", ".join(others), last)))
+
+
 def student_readme(assignment, steps: tuple[Step, ...] | None = None) -> str:
     """The template's README.md: the lesson's own text (``student_readme.md`` in its folder, with the set-up
-    commands, the number of public tests, their points and time filled in), or a plain page without one."""
+    commands, the forbidden APIs, the number of public tests, their points and time filled in), or a plain page
+    without one."""
     steps = steps or classroom_steps(assignment)
     total = sum(step.points for step in steps)
     template = assignment.folder / "student_readme.md"
     text = template.read_text(encoding="utf-8") if template.is_file() else (
         f"# {assignment.title}\n\n{{setup}}## Check your work\n\n```\n.venv/bin/python -m pytest\n```\n")
-    return text.format(setup=SETUP, package=assignment.id, steps=len(steps), total=total,
-                       points_per_test=_points(POINTS_PER_TEST), seconds=PUBLIC_TESTS_SECONDS)
+    return text.format(setup=_setup(), package=assignment.id, steps=len(steps), total=total,
+                       points_per_test=_points(POINTS_PER_TEST), seconds=PUBLIC_TESTS_SECONDS,
+                       forbidden=_forbidden(assignment))
 
 
 def write_template(destination, assignment):
@@ -194,7 +206,7 @@ def write_template(destination, assignment):
     shutil.copytree(assignment.release, destination / "assignments" / assignment.id,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
     (destination / "README.md").write_text(student_readme(assignment))
-    (destination / "requirements.txt").write_text(STUDENT_REQUIREMENTS)
+    (destination / "requirements.txt").write_text(student_requirements())
     (destination / "pytest.ini").write_text(PYTEST_INI.format(package=assignment.id))
     (destination / ".gitignore").write_text(".venv/\n__pycache__/\n.ipynb_checkpoints/\n")
     workflow = destination / ".github" / "workflows" / "classroom.yml"

@@ -101,10 +101,10 @@ def _merge(args):
     return 0
 
 
-def _gradebook(args):
-    from .final_gradebook import export_gradebook
+def _final_gradebook(args):
+    from .final_gradebook import export_final_gradebook
 
-    export_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment))
+    export_final_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment))
     return 0
 
 
@@ -175,9 +175,12 @@ def build_parser():
     fig.add_argument("--to", default=str(paths.REPO_ROOT / "docs" / "figures"))
     fig.set_defaults(run=_figures)
 
-    book = commands.add_parser("gradebook", parents=[lesson], help="export code + notebook (after formgrader) as one gradebook")
+    # "gradebook", its first name, still works; it never meant gradebook.csv, which grade writes.
+    book = commands.add_parser("final-gradebook", aliases=["gradebook"], parents=[lesson],
+                               help="after formgrader: fold the manual grades in, rewrite the reports and feedback, "
+                               "write final_gradebook.csv (code + notebook)")
     book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
-    book.set_defaults(run=_gradebook)
+    book.set_defaults(run=_final_gradebook)
 
     val = commands.add_parser("validate", parents=[lesson], help="grade the reference (full marks), the stubs (zero), the bug "
                               "catalogue (caught, diagnosis matrix) and the correct variants")

@@ -24,7 +24,7 @@ from . import submission as submissions
 from .planning import Task, result_path
 from .results import GraderFailure, SubmissionResult
 from .sandbox import Sandbox
-from .workers import WorkerFactory
+from .launch import WorkerFactory
 
 NO_WORKER = "no worker could be started"
 

@@ -1,5 +1,10 @@
-"""``python -m autograder gradebook OUT_DIR``: after grading the written answers in formgrader, the final
-gradebook and every student's feedback, regenerated.
+"""``python -m autograder final-gradebook OUT_DIR`` (first named ``gradebook``): after grading the written
+answers in formgrader, ``final_gradebook.csv`` and every student's feedback, regenerated.
+
+Two gradebooks, told apart by name: ``gradebook.csv`` (``reports/gradebook.py``) is
+written by every ``grade`` run, one column per test group, written answers
+pending; ``final_gradebook.csv`` (here) comes after formgrader, code and
+notebook (autograded, manual) side by side, for the course's records.
 
 The course folder is ``OUT_DIR/nbgrader``. Each student's record gets the
 scores and comments nbgrader's database holds now (written answers, and any
@@ -65,8 +70,8 @@ def _row(result: SubmissionResult) -> list[str]:
     return [result.student, *(f"{value:g}" for value in values), result.notebook.reason if result.notebook else ""]
 
 
-def export_gradebook(out_dir: str | Path, emit: Callable[[str], None] | None = None,
-                     assignment: Assignment | None = None) -> Path:
+def export_final_gradebook(out_dir: str | Path, emit: Callable[[str], None] | None = None,
+                           assignment: Assignment | None = None) -> Path:
     """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
     the path of the latter (``assignment``: what was graded; the kit's lesson by default)."""
     lesson = resolve(assignment)

@@ -1,4 +1,5 @@
-"""Static scan of a submission's source for library calls that skip the assignment's work.
+"""Static scan of a submission's source for library calls that skip the assignment's work
+(``worker.contract.FORBIDDEN``, the one list; docs and docstrings restate it, tests/test_restatements.py checks).
 
 Reads the text only (``ast``); nothing is imported or run. Only uses count:
 attribute accesses on torch, names imported from torch, and names looked up

@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import replace
 from pathlib import Path
 
-from . import paths
+from . import paths, pins
 from .errors import KitError
 from .grading import grade_class
 from .results import save
@@ -23,7 +23,11 @@ from .assignment import resolve
 from .submission import read_submission
 
 KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
-SETUP = """\
+
+
+def setup_script() -> str:
+    """``setup.sh``: the pins are written in when the zip is built, so the image gets the kit's own."""
+    return f"""\
 #!/usr/bin/env bash
 # Gradescope runs this once, when the autograder image is built (choose the Ubuntu 24.04 base image).
 set -euo pipefail
@@ -31,9 +35,11 @@ apt-get update
 DEBIAN_FRONTEND=noninteractive apt-get install -y bubblewrap python3 python3-venv python3-pip
 cd /autograder/source
 python3 -m venv .venv
-.venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+{pins.torch_cpu_install(".venv/bin/python")}
 .venv/bin/python -m pip install -e .
 """
+
+
 RUN = """\
 #!/usr/bin/env bash
 # Gradescope runs this for every submission: the kit's sandboxed judge grades /autograder/submission.
@@ -61,7 +67,8 @@ def build_package(destination, assignment=None):
     descriptor = assignment.descriptor.relative_to(paths.REPO_ROOT).as_posix()
     destination.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN.replace("{descriptor}", shlex.quote(descriptor)))):
+        for name, text in (("setup.sh", setup_script()),
+                           ("run_autograder", RUN.replace("{descriptor}", shlex.quote(descriptor)))):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
             archive.writestr(info, text)

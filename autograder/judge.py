@@ -23,10 +23,10 @@ from .forbidden import scan_submission
 from .hidden_suite import HiddenSuite, Outcome
 from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
+from .launch import WorkerFactory
 from .results import GraderFailure, SubmissionResult, TestResult
 from .rubric import RubricEntry
 from .sandbox import Requested, Sandbox, choose_sandbox
-from .workers import WorkerFactory
 
 
 CHECK_CRASHED = "the check could not use this submission's answer"

@@ -2,7 +2,7 @@
 
 The merged ``OUT/nbgrader`` is one relocatable course (no absolute paths) holding every student's executed
 notebook and autograded scores, plus manual grades already given in a shard's course: grade the written answers
-there in formgrader, then run ``python -m autograder gradebook OUT``.
+there in formgrader, then run ``python -m autograder final-gradebook OUT``.
 
 Each shard's ``shard.json`` says which shard it is (``I`` of ``N``) and whom it graded. Merging refuses
 shards that overlap, disagree on ``N``, or leave a shard missing.

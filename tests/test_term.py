@@ -16,7 +16,7 @@ from autograder import paths
 from autograder.mutants import copy_package
 
 GUIDE = paths.REPO_ROOT / "docs" / "instructor-guide.md"
-STEPS = ("release", "grade", "shards", "gradebook", "regrade")
+STEPS = ("release", "grade", "shards", "final-gradebook", "regrade")
 from lesson import LESSON, MODULES, NOTEBOOK
 
 
@@ -91,7 +91,7 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
     course = graded / "nbgrader"  # formgrader finds its exchange folder: no "does not exist" banner
     assert (course / "exchange").is_dir() and "Exchange.root" in (course / "nbgrader_config.py").read_text()
 
-    run_step("gradebook", term)
+    run_step("final-gradebook", term)
     final = _rows(graded / "final_gradebook.csv")
     assert final["ada"]["total"] == final["ada"]["max_total"]
     assert "Well argued." in (graded / "feedback" / "ada.md").read_text()

@@ -241,7 +241,7 @@ def test_what_a_confined_worker_left_in_shared_folders_is_removed_with_it(tmp_pa
     import os
     import tempfile
 
-    from autograder.workers import _remove_owned
+    from autograder.launch import _remove_owned
 
     if os.geteuid() != 0:
         pytest.skip("files of another user need root to make")
@@ -259,6 +259,29 @@ def test_what_a_confined_worker_left_in_shared_folders_is_removed_with_it(tmp_pa
     finally:
         os.unlink(other.name)
 
+
+
+def test_every_ready_takes_an_absolute_deadline():
+    """Zygotes and workers alike wait until a ``time.monotonic()`` instant, never for a number of seconds: a
+    deadline already past gives up at once (a timeout of minus one second would not even be accepted)."""
+    import inspect
+    import socket
+    import time
+
+    from autograder.launch import ForkedWorker, WorkerProcess, Zygote
+    from autograder.worker.protocol import ChannelClosed
+
+    assert all(list(inspect.signature(kind.ready).parameters) == ["self", "deadline"]
+               for kind in (Zygote, WorkerProcess, ForkedWorker))
+    silent = Zygote.__new__(Zygote)  # only what ready() reads: no sandbox, a zygote that never says hello
+    silent.hello = None
+    silent.control, other_end = socket.socketpair()
+    try:
+        with pytest.raises(ChannelClosed, match="did not answer"):
+            silent.ready(time.monotonic() - 1)
+    finally:
+        silent.control.close()
+        other_end.close()
 
 def test_plain_strings_equal_to_a_contract_name_are_not_uses():
     """``__all__`` lists the contract's own scaled_dot_product_attention, which shares the forbidden API's name."""

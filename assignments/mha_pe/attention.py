@@ -1,9 +1,10 @@
 """Scaled dot-product attention and multi-head self-attention, built from plain tensor operations.
 
 You may not call ``torch.nn.MultiheadAttention``,
-``torch.nn.functional.scaled_dot_product_attention`` or
-``torch.nn.functional.multi_head_attention_forward`` here: the point of the
-exercise is to build them. The grader checks your module against PyTorch's
+``torch.nn.functional.scaled_dot_product_attention``,
+``torch.nn.functional.multi_head_attention_forward`` or
+``torch._native_multi_head_attention`` here: the point of the exercise is to
+build them. The grader checks your module against PyTorch's
 ``nn.MultiheadAttention`` given the same weights.
 """
 

@@ -1,4 +1,5 @@
-"""``gradebook.csv``: student, score, max_score, then one column per test group."""
+"""``gradebook.csv``, written by every ``grade`` run: student, score, max_score, then one column per test group
+(written answers pending). After formgrader, ``final-gradebook`` adds ``final_gradebook.csv`` (final_gradebook.py)."""
 
 from __future__ import annotations
 

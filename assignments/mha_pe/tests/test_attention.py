@@ -10,26 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from checks import must_raise_value_error
+from checks import PROJECTIONS, must_raise_value_error, projection_weights, torch_twin
 from mha_pe import MultiHeadAttention, scaled_dot_product_attention
-
-PROJECTIONS = ("q_linear", "k_linear", "v_linear", "out_proj")
-
-
-def bias_of(layer):
-    return layer.bias if layer.bias is not None else torch.zeros(layer.out_features)  # checked on its own
-
-
-def torch_twin(module, d_model, num_heads):
-    """PyTorch's own multi-head attention carrying the same weights as ``module``."""
-    twin = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
-    q, k, v = module.q_linear, module.k_linear, module.v_linear
-    with torch.no_grad():
-        twin.in_proj_weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
-        twin.in_proj_bias.copy_(torch.cat([bias_of(q), bias_of(k), bias_of(v)]))
-        twin.out_proj.weight.copy_(module.out_proj.weight)
-        twin.out_proj.bias.copy_(bias_of(module.out_proj))
-    return twin
 
 
 def test_attention_shapes():
@@ -122,7 +104,7 @@ def test_module_returns_per_head_weights():
 def test_module_matches_torch_multihead_attention():
     d_model, num_heads = 16, 4
     mha = MultiHeadAttention(d_model, num_heads)
-    twin = torch_twin(mha, d_model, num_heads)
+    twin = torch_twin(projection_weights(mha), d_model, num_heads)
     x = torch.randn(2, 5, d_model)
     out, weights = mha(x, return_weights=True)
     ref_out, ref_weights = twin(x, x, x, average_attn_weights=False)

@@ -10,6 +10,8 @@ import torch
 
 from autograder.figures import attention_maps, heatmap
 
+from autograder.lessons.mha_pe.public_checks import load_public_checks
+
 
 def figures(reference, folder: Path) -> list[Path]:
     """The guides' figures, drawn with the reference: the encoding heatmap and per-head attention maps."""
@@ -66,11 +68,8 @@ def attention_ratio(reference, repeats: int, need_weights: bool) -> tuple[float,
     batch, seq, d_model, heads = 8, 256, 512, 8
     torch.manual_seed(0)
     ours = reference.MultiHeadAttention(d_model, heads).eval()
-    theirs = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.q_linear.weight, ours.k_linear.weight, ours.v_linear.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.q_linear.bias, ours.k_linear.bias, ours.v_linear.bias]))
-        theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
+    checks = load_public_checks()
+    theirs = checks.torch_twin(checks.projection_weights(ours), d_model, heads)
     x = torch.randn(batch, seq, d_model)
 
     def run_ours():

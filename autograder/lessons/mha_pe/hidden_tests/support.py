@@ -10,6 +10,8 @@ import torch
 from autograder.remote import StudentError, SubmissionFailure
 from autograder.worker.protocol import Handle, Unsupported, device_of
 
+from ..public_checks import load_public_checks
+
 
 def each_case(count=4, examples=(), **choices):
     """Run the decorated check once per case, stopping at the first that fails.
@@ -156,7 +158,8 @@ def recurrence_residual(table):
 
 # ---------------------------------------------------------------- multi-head attention, checked by recomputing
 
-PROJECTIONS = ("q_linear", "k_linear", "v_linear", "out_proj")
+# The twin and the projections' names are the public tests' own (one copy of how weights map onto torch's).
+PROJECTIONS = load_public_checks().PROJECTIONS
 
 
 def projections(module, d_model):
@@ -175,13 +178,7 @@ def projections(module, d_model):
 
 def torch_twin(weights, d_model, num_heads):
     """``torch.nn.MultiheadAttention`` carrying the four projections of :func:`projections`."""
-    twin = torch.nn.MultiheadAttention(d_model, num_heads, batch_first=True)
-    with torch.no_grad():
-        twin.in_proj_weight.copy_(torch.cat([weights[n][0] for n in PROJECTIONS[:3]]))
-        twin.in_proj_bias.copy_(torch.cat([weights[n][1] for n in PROJECTIONS[:3]]))
-        twin.out_proj.weight.copy_(weights["out_proj"][0])
-        twin.out_proj.bias.copy_(weights["out_proj"][1])
-    return twin.eval()
+    return load_public_checks().torch_twin(weights, d_model, num_heads)
 
 
 def module_and_twin(student, d_model, num_heads):

@@ -225,6 +225,7 @@ class WorkerProcess(_Channel):
         super().__init__(to_worker, from_worker, _CappedOutput(self.process.stdout, sandbox.limits.output_bytes))
 
     def ready(self, deadline):
+        """The worker's hello, waited for until ``deadline`` (``time.monotonic()`` seconds) the first time."""
         if self.hello is None:
             message, _ = protocol.receive(self._from_worker, deadline)
             if message.get("ready") is not True:
@@ -303,9 +304,10 @@ class Zygote:
             raise protocol.ChannelClosed("the zygote ended")
         return json.loads(data)
 
-    def ready(self, timeout):
+    def ready(self, deadline):
+        """The zygote's hello, waited for until ``deadline`` (``time.monotonic()`` seconds, as for a worker)."""
         if self.hello is None:
-            self.hello = self._receive(timeout)
+            self.hello = self._receive(max(0.0, deadline - time.monotonic()))
             self.sandboxed.watch()
         return self.hello
 
@@ -406,7 +408,7 @@ class WorkerFactory:
                 self.zygote.close()
             self.zygote = Zygote(self.sandbox, self.scratch_root, self.env)
         try:
-            self.zygote.ready(self.sandbox.limits.start_seconds * 2)
+            self.zygote.ready(time.monotonic() + self.sandbox.limits.start_seconds * 2)
         except protocol.ProtocolError as error:
             self.note = f"no warm zygote ({error}); one sandbox per worker"
         if not self.zygote.usable:
