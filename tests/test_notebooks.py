@@ -199,7 +199,7 @@ def test_the_release_is_nbgraders_and_keeps_nothing_instructor_only():
         assert secret not in text
     cells = json.loads(text)["cells"]
     assert all(cell["metadata"]["nbgrader"]["schema_version"] == 3 for cell in cells)
-    graded_cells = len(NOTEBOOK.checks) + len(NOTEBOOK.written)
+    graded_cells = len(CELLS.checks) + len(CELLS.written)
     assert sum(1 for cell in cells if cell["metadata"]["nbgrader"].get("checksum")) >= graded_cells, "nbgrader checksums"
 
 
@@ -253,7 +253,7 @@ def test_a_blank_notebook_gets_zero_and_its_unchanged_answers_score_zero_as_in_f
     assert notebook_points(result) == (0, AUTO)
     assert result.notebook.pending_manual == 0, "nbgrader scores an unchanged answer 0: nothing pending"
     written = [test for test in result.tests if test.group == "written"]
-    assert len(written) == len(NOTEBOOK.written) and all(test.score == 0 and test.status == "failed" for test in written)
+    assert len(written) == len(CELLS.written) and all(test.score == 0 and test.status == "failed" for test in written)
 
 
 def test_one_maximum_everywhere(graded):
@@ -284,7 +284,7 @@ def test_grading_leaves_nothing_in_the_temporary_folder(graded):
 def test_a_deleted_test_cell_is_restored_and_graded(graded):
     result = graded.results["deleted-test-cell"]
     apply = next(test for test in result.tests if test.id == "notebook::apply_test")
-    assert apply.score == apply.max_score == NOTEBOOK.checks["apply_test"]
+    assert apply.score == apply.max_score == CELLS.checks["apply_test"]
 
 
 def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
@@ -325,7 +325,7 @@ def test_a_hostile_notebook_forges_no_point(graded, student, reason):
     result = graded.results[student]
     score, top = notebook_points(result)
     # What their honest answers are worth: the understand answer is right in both, and the hook's head_dim too.
-    expected = {"leak-hook": AUTO, "neutralise-assert": NOTEBOOK.checks["understand_test"]}.get(student, 0)
+    expected = {"leak-hook": AUTO, "neutralise-assert": CELLS.checks["understand_test"]}.get(student, 0)
     assert (score, top) == (expected, AUTO)
     assert result.max_score == TOTAL and result.score == CODE_MAX + expected, "the code keeps its points, nothing more"
     if reason:
@@ -335,7 +335,7 @@ def test_a_hostile_notebook_forges_no_point(graded, student, reason):
 
 def test_an_extra_grade_cell_earns_nothing_and_breaks_nothing(graded):
     result = graded.results["extra-grade-cell"]
-    assert notebook_points(result) == (NOTEBOOK.checks["understand_test"], AUTO), "its understand answer is right; its head_dim and forged cells not"
+    assert notebook_points(result) == (CELLS.checks["understand_test"], AUTO), "its understand answer is right; its head_dim and forged cells not"
     assert result.max_score == TOTAL
     assert not any("bonus" in test.id for test in result.tests)
 
@@ -415,7 +415,7 @@ def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedbac
     # The code's points (the GPU check counts nowhere where the grading machine has no CUDA), then the notebook's.
     code = sum(test.max_score for test in results["correct"].tests if test.group not in ("notebook", "written"))
     assert code == CODE_MAX
-    top = code + NOTEBOOK.total
+    top = code + CELLS.total
     assert (correct["code"], correct["notebook_auto"], correct["notebook_manual"]) == (f"{code:g}", f"{AUTO:g}", f"{MANUAL:g}")
     assert correct["total"] == correct["max_total"] == f"{top:g}" and correct["notebook_pending_manual"] == "0"
     assert rows["blank"]["notebook_pending_manual"] == "0" and rows["blank"]["total"] == f"{code:g}"
