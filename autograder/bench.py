@@ -4,20 +4,24 @@ Each comparison alternates the two contenders and keeps each one's best time,
 so background load affects both alike.
 """
 
+from __future__ import annotations
+
 import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from .assignment import Assignment
 from .reference import load_reference
 
 
-def bare_torch_import(repeats=3):
+def bare_torch_import(repeats: int = 3) -> float:
     """Best wall time of a fresh ``python -c "import torch"``: the unit of the grading goals."""
     best = math.inf
     for _ in range(repeats):
@@ -27,7 +31,7 @@ def bare_torch_import(repeats=3):
     return best
 
 
-def synthetic_class(folder, size, assignment):
+def synthetic_class(folder: str | Path, size: int, assignment: Assignment) -> None:
     """``size`` submissions: copies of the reference and of typical bugs (the catalogue's demo bugs),
     alternating."""
     from .mutants import build, copy_package, load_catalogue
@@ -63,7 +67,8 @@ class _Finishes:
         pass
 
 
-def grading_rate(class_dir, jobs, assignment, sandbox="auto"):
+def grading_rate(class_dir: str | Path, jobs: int, assignment: Assignment, sandbox: str = "auto"
+                 ) -> tuple[float, float, float | None]:
     """``(seconds per submission end to end, seconds per submission once under way, cores busy)`` of the grade
     command.
 
@@ -87,7 +92,8 @@ def grading_rate(class_dir, jobs, assignment, sandbox="auto"):
     return whole, per, cores
 
 
-def grading_throughput(class_size, emit, assignment, sandbox="auto", rounds=2):
+def grading_throughput(class_size: int, emit: Callable[[str], None], assignment: Assignment, sandbox: str = "auto",
+                       rounds: int = 2) -> dict[str, float]:
     """Per-submission grading cost at --jobs 1 and 2, as ratios to a bare torch import measured alongside.
 
     The two settings alternate for ``rounds`` rounds and each keeps its best, as the other comparisons do.
@@ -115,7 +121,8 @@ def grading_throughput(class_size, emit, assignment, sandbox="auto", rounds=2):
     return {"grading_ratio_jobs1": results[1], "grading_ratio_jobs2": results[2], "grading_speedup": speedup}
 
 
-def notebook_stage(count, emit, assignment, sandbox_mode="auto"):
+def notebook_stage(count: int, emit: Callable[[str], None], assignment: Assignment, sandbox_mode: str = "auto"
+                   ) -> dict[str, float]:
     """Seconds per notebook at --jobs 1: this kit's notebook stage (a worker forked per notebook runs the cells,
     the judge runs the checks, nbgrader's database written) next to nbgrader's own autograde of the same
     notebooks, both as ratios to a bare ``import torch``."""
@@ -160,7 +167,8 @@ def notebook_stage(count, emit, assignment, sandbox_mode="auto"):
     return {"notebook_seconds": seconds["this kit's notebook stage"], "notebook_ratio": ratio}
 
 
-def run_bench(assignment, repeats=5, emit=print, class_size=100, notebooks=20):
+def run_bench(assignment: Assignment, repeats: int = 5, emit: Callable[[str], None] = print, class_size: int = 100,
+              notebooks: int = 20) -> dict[str, float]:
     """Print every ratio with its goal (the lesson's own speed goals first, from its hooks); return them as a
     dict for callers that want numbers."""
     emit(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {repeats}")

@@ -14,12 +14,15 @@ secret and fetches nothing private: a student can edit it and print whatever
 it can read, so a token (and the hidden tests it opens) would be theirs.
 """
 
+from __future__ import annotations
+
 import ast
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import pins
+from .assignment import Assignment
 from .release import diff_release
 from .errors import KitError
 
@@ -59,13 +62,13 @@ def student_requirements() -> str:
             + "".join(f"{name if '==' in name else pins.pin(name)}\n" for name in STUDENT_PACKAGES))
 
 
-def public_test_files(assignment) -> list[tuple[str, str]]:
+def public_test_files(assignment: Assignment) -> list[tuple[str, str]]:
     """``[(test file, step id prefix)]``: one public test file per student file (``test_<module>.py``), in the
     order students write them; the prefix is the descriptor's ``[classroom.prefixes]`` entry or the module."""
     return [(f"test_{module}.py", assignment.step_prefixes.get(module, module)) for module in assignment.contract.modules]
 
 
-def classroom_steps(assignment, tests_dir: Path | None = None) -> tuple[Step, ...]:
+def classroom_steps(assignment: Assignment, tests_dir: Path | None = None) -> tuple[Step, ...]:
     """One :class:`Step` per public test function, in file order then source order."""
     tests_dir = Path(tests_dir or assignment.release / "tests")
     files = public_test_files(assignment)
@@ -94,7 +97,7 @@ def _points(points: int) -> str:
     return f"{points} point{'' if points == 1 else 's'}"
 
 
-def classroom_workflow(assignment, steps: tuple[Step, ...] | None = None) -> str:
+def classroom_workflow(assignment: Assignment, steps: tuple[Step, ...] | None = None) -> str:
     """The text of ``.github/workflows/classroom.yml``."""
     steps = steps or classroom_steps(assignment)
     blocks = "".join(f"""      - name: "Public test: {step.test}"
@@ -174,13 +177,13 @@ On Windows write `.venv\\Scripts\\python` for `.venv/bin/python`. Check with
 """
 
 
-def _forbidden(assignment) -> str:
+def _forbidden(assignment: Assignment) -> str:
     """The assignment's forbidden APIs as prose: "`a`, `b` or `c`"."""
     *others, last = (f"`{name}`" for name in assignment.contract.forbidden) or ("",)
     return " or ".join(filter(None, (", ".join(others), last)))
 
 
-def student_readme(assignment, steps: tuple[Step, ...] | None = None) -> str:
+def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None) -> str:
     """The template's README.md: the lesson's own text (``student_readme.md`` in its folder, with the set-up
     commands, the forbidden APIs, the number of public tests, their points and time filled in), or a plain page
     without one."""
@@ -194,7 +197,7 @@ def student_readme(assignment, steps: tuple[Step, ...] | None = None) -> str:
                        forbidden=_forbidden(assignment))
 
 
-def write_template(destination, assignment):
+def write_template(destination: str | Path, assignment: Assignment) -> list[str]:
     """Write ``assignment``'s template repository into ``destination`` (which must not exist or be empty)."""
     destination = Path(destination)
     if destination.exists() and any(destination.iterdir()):

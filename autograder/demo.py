@@ -8,16 +8,19 @@ for the others), graded by the worker and judge and recorded in an nbgrader
 course.
 """
 
+from __future__ import annotations
+
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-from .assignment import resolve
+from .assignment import Assignment, resolve
 from .figures import lesson_figures
 from .grading import grade_class
 from .mutants import build, copy_package, load_catalogue
 
 
-def sample_class(class_dir, assignment):
+def sample_class(class_dir: str | Path, assignment: Assignment) -> list[str]:
     """Write the sample class of ``assignment`` into ``class_dir`` (replacing it); return the student ids."""
     class_dir = Path(class_dir)
     if class_dir.exists():
@@ -37,7 +40,8 @@ def sample_class(class_dir, assignment):
     return sorted(entry.name for entry in class_dir.iterdir())
 
 
-def run_demo(out_dir, sandbox_mode="auto", emit=print, assignment=None):
+def run_demo(out_dir: str | Path, sandbox_mode: str = "auto", emit: Callable[[str], None] = print,
+             assignment: Assignment | None = None) -> int:
     """Grade the sample class under ``out_dir``; return the exit status (0 when the reference gets every point that
     is graded automatically: code and the notebook's checks; its written answers are pending)."""
     assignment = resolve(assignment)

@@ -1,6 +1,8 @@
 """Pictures (PNG files) drawn with matplotlib's file-only backend: the class report's charts, and the heatmaps a
 lesson's hooks draw with them."""
 
+from __future__ import annotations
+
 import textwrap
 from pathlib import Path
 
@@ -9,9 +11,12 @@ import matplotlib
 matplotlib.use("Agg")  # no display on grading machines
 import matplotlib.patches as mpatches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .assignment import Assignment  # noqa: E402
 
 
-def heatmap(table, path, title, xlabel, ylabel):
+def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel: str) -> Path:
     """Save a 2-D table with values in [-1, 1] as a red/blue heatmap with a colour bar; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -27,7 +32,7 @@ def heatmap(table, path, title, xlabel, ylabel):
     return path
 
 
-def score_histogram(scores, max_score, path):
+def score_histogram(scores: list[float], max_score: float, path: str | Path) -> Path:
     """Histogram of the class's total scores; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,7 +48,7 @@ def score_histogram(scores, max_score, path):
     return path
 
 
-def pass_rate_chart(rates, path):
+def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path) -> Path:
     """Horizontal bars, hardest first: the fraction of students passing each test, ``rates = [(name, group,
     fraction)]``; each bar coloured by its part, with a legend, every name in full (wrapped) and its percentage."""
     path = Path(path)
@@ -72,7 +77,8 @@ def pass_rate_chart(rates, path):
     return path
 
 
-def attention_maps(weights, tokens, path, title="Attention of each head"):
+def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, title: str = "Attention of each head"
+                   ) -> Path:
     """One heatmap per head of a ``(heads, seq, seq)`` weight tensor, rows = queries, columns = keys."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +96,7 @@ def attention_maps(weights, tokens, path, title="Attention of each head"):
     return path
 
 
-def lesson_figures(assignment, folder):
+def lesson_figures(assignment: Assignment, folder: str | Path) -> list[Path]:
     """The lesson's own figures (its hooks' ``figures``, drawn with the reference); [] when it has none."""
     from .reference import load_reference
 

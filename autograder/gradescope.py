@@ -8,18 +8,21 @@ visibility per test). ``AUTOGRADER_ROOT`` and ``AUTOGRADER_PYTHON`` let the
 kit's tests run it against a simulated tree.
 """
 
+from __future__ import annotations
+
 import shlex
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from . import paths, pins
+from .assignment import Assignment, resolve
 from .errors import KitError
 from .grading import grade_class
-from .results import save
-from .assignment import resolve
+from .results import SubmissionResult, save
 from .submission import read_submission
 
 KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
@@ -51,7 +54,7 @@ exec "$PYTHON" -m autograder gradescope-run --root "$ROOT" --assignment {descrip
 """
 
 
-def build_package(destination, assignment=None):
+def build_package(destination: str | Path, assignment: Assignment | None = None) -> Path:
     """Write the Gradescope autograder zip for ``assignment`` (the kit's lesson by default; its folders must be
     inside the kit's, where the zip keeps their places); return its path."""
     destination = Path(destination)
@@ -80,7 +83,8 @@ def build_package(destination, assignment=None):
     return destination
 
 
-def run(root, emit=print, sandbox_mode="isolated", assignment=None):
+def run(root: str | Path, emit: Callable[[str], None] = print, sandbox_mode: str = "isolated",
+        assignment: Assignment | None = None) -> SubmissionResult:
     """Grade ``ROOT/submission`` as one student and write ``ROOT/results/results.json``.
 
     Isolation is required (bubblewrap, or the confined mode where Gradescope's container refuses user

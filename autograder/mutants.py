@@ -6,11 +6,14 @@ matches the reference fails loudly instead of silently testing nothing), or
 text to put in front of it. Entries also say which hidden tests must catch them.
 """
 
+from __future__ import annotations
+
 import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .assignment import Assignment
 from .errors import KitError
 
 
@@ -38,12 +41,12 @@ class Mutant:
     base: str = "reference"  # what the edits apply to: "reference" or "stubs" (hostile submissions)
 
     @property
-    def files(self):
+    def files(self) -> tuple[str, ...]:
         """The student files its edits touch (``<module>.py``)."""
         return tuple(dict.fromkeys(edit.file for edit in self.edits))
 
 
-def load_catalogue(path, kind):
+def load_catalogue(path: str | Path, kind: str) -> list[Mutant]:
     """The entries ``[[kind]]`` of a TOML catalogue file."""
     path = Path(path)
     try:
@@ -66,7 +69,8 @@ def load_catalogue(path, kind):
     return mutants
 
 
-def build(mutant, destination, assignment, source=None):
+def build(mutant: Mutant, destination: str | Path, assignment: Assignment, source: str | Path | None = None
+          ) -> Path:
     """Write the assignment's reference (or, for ``base = "stubs"``, its released stubs) module files with
     ``mutant``'s edits applied into ``destination``."""
     bases = {"reference": assignment.solutions, "stubs": assignment.release}
@@ -92,7 +96,7 @@ def build(mutant, destination, assignment, source=None):
     return destination
 
 
-def copy_package(source, destination, modules):
+def copy_package(source: str | Path, destination: str | Path, modules: tuple[str, ...]) -> Path:
     """Copy the student files (``modules``, stems) of a package folder into ``destination``."""
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .results import write_atomic
+from .assignment import Assignment
+from .results import SubmissionResult
 
 COURSE = "nbgrader"
 CONFIG = """\
@@ -54,20 +55,21 @@ def _notebook_id(lesson):
     return lesson.notebook.removesuffix(".ipynb")
 
 
-def course_dir(out_dir):
+def course_dir(out_dir: str | Path) -> Path:
     return Path(out_dir) / COURSE
 
 
-def db_url(course):
+def db_url(course: str | Path) -> str:
     return f"sqlite:///{Path(course).resolve() / 'gradebook.db'}"
 
 
-def notebook_path(course, kind, nbid, lesson):
+def notebook_path(course: str | Path, kind: str, nbid: str, lesson: Assignment) -> Path:
     """``course/<kind>/<nbgrader id>/<assignment id>/<notebook>``."""
     return Path(course) / kind / nbid / lesson.id / lesson.notebook
 
 
-def write_notebooks(course, lesson, nbid, submitted, executed):
+def write_notebooks(course: str | Path, lesson: Assignment, nbid: str, submitted: bytes | None,
+                    executed: dict | None) -> None:
     """Write the bytes handed in (when readable) and the executed notebook (nbformat node) for one student."""
     for kind, data in (("submitted", submitted), ("autograded", executed)):
         path = notebook_path(course, kind, nbid, lesson)
@@ -80,7 +82,7 @@ def write_notebooks(course, lesson, nbid, submitted, executed):
         write_atomic(path, text)
 
 
-def ensure_course(course, lesson):
+def ensure_course(course: str | Path, lesson: Assignment) -> Path:
     """The course folder, its configuration and its database with the assignment's cells (made once)."""
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -141,7 +143,7 @@ def _stamp(db):
         connection.commit()
 
 
-def record(course, results, lesson):
+def record(course: str | Path, results: list[SubmissionResult], lesson: Assignment) -> None:
     """Write the autograded notebook scores of ``results`` (SubmissionResults graded with the notebook) into the
     course database, as nbgrader's autograde would. A manual score given earlier is kept, and flagged for review."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -184,7 +186,7 @@ class CellGrade:
     comment: str  # the grader's comment ("" when none)
 
 
-def read_cells(course, nbid, lesson):
+def read_cells(course: str | Path, nbid: str, lesson: Assignment) -> dict[str, CellGrade]:
     """``{grade_id: CellGrade}`` of one student's notebook, or ``{}`` when the database has no submission."""
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -202,7 +204,8 @@ def read_cells(course, nbid, lesson):
                 for grade in notebook.grades}
 
 
-def copy_manual(source_course, target_course, nbids, lesson):
+def copy_manual(source_course: str | Path, target_course: str | Path, nbids: list[str], lesson: Assignment
+                ) -> None:
     """Copy manual scores, extra credit and grader comments of ``nbids`` from one course database to another
     (merging shards graded by hand before the merge)."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -234,7 +237,7 @@ def copy_manual(source_course, target_course, nbids, lesson):
         target.db.commit()
 
 
-def copy_notebooks(source_course, target_course, nbid, lesson):
+def copy_notebooks(source_course: str | Path, target_course: str | Path, nbid: str, lesson: Assignment) -> None:
     """Copy one student's submitted and autograded notebooks between course folders."""
     for kind in ("submitted", "autograded"):
         source = notebook_path(source_course, kind, nbid, lesson)
@@ -244,7 +247,7 @@ def copy_notebooks(source_course, target_course, nbid, lesson):
             shutil.copyfile(source, target)
 
 
-def record_class(out_dir: str | Path, results: list, lesson, emit: Callable[[str], None]) -> None:
+def record_class(out_dir: str | Path, results: list, lesson: Assignment, emit: Callable[[str], None]) -> None:
     """Once the class is graded: the notebook scores of ``results`` (of ``lesson``'s notebook) into the course
     under ``out_dir`` (the system of record formgrader reads). A failure here is said, never raised: the grades
     stand in ``results/``."""

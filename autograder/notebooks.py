@@ -7,6 +7,8 @@ nbgrader runs in a child process (``python -m nbgrader``, with the environment's
 calls ``alembic``).
 """
 
+from __future__ import annotations
+
 import functools
 import json
 import os
@@ -15,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .assignment import Assignment
 from .errors import KitError
 from .submission import nbgrader_safe_name
 
@@ -39,7 +42,8 @@ def _environment(extra=None):
     return env
 
 
-def run_nbgrader(args, course_dir, timeout=600, extra_env=None):
+def run_nbgrader(args: list[str], course_dir: str | Path, timeout: float = 600, extra_env: dict | None = None
+                 ) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` in ``course_dir``; raise KitError (with nbgrader's last line) when it fails."""
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=_environment(extra_env),
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -59,7 +63,7 @@ def _write_course(course_dir, assignment_id, name, source_bytes, timeout=60):
     return course_dir
 
 
-def release_notebook(source, assignment_id):
+def release_notebook(source: str | Path, assignment_id: str) -> bytes:
     """The student version of the ``source`` notebook of assignment ``assignment_id``, as ``nbgrader
     generate_assignment`` writes it (bytes)."""
     source = Path(source)
@@ -75,12 +79,13 @@ def _release_notebook(source_bytes, name, assignment_id):
         return (course / "release" / assignment_id / name).read_bytes()
 
 
-def nbgrader_id(student):
+def nbgrader_id(student: str) -> str:
     """The student's id inside nbgrader (folder names and database keys): injective and length-bounded."""
     return nbgrader_safe_name(student)
 
 
-def autograde(course_dir, assignment, submissions, timeout=60):
+def autograde(course_dir: str | Path, assignment: Assignment, submissions: dict[str, bytes], timeout: float = 60
+              ) -> None:
     """nbgrader's own ``autograde`` of ``{student: notebook bytes}`` in ``course_dir`` (kernels unsandboxed):
     the bench's yardstick for the notebook stage. Returns nothing; nbgrader's database holds the scores."""
     source = assignment.source_notebook()
@@ -94,7 +99,7 @@ def autograde(course_dir, assignment, submissions, timeout=60):
                  timeout=max(600, 30 * len(submissions) * timeout), extra_env={"PYTHONPATH": str(ENGINE_ROOT)})
 
 
-def source_cells(assignment):
+def source_cells(assignment: Assignment) -> dict[str, tuple[float, bool]]:
     """``{grade_id: (points, autograded)}`` of the assignment's source notebook's graded cells (``{}`` without
     a notebook)."""
     if assignment.notebook is None:

@@ -5,6 +5,8 @@ solutions and fail cleanly on the stubs; students get the same tests and run
 them with ``pytest``.
 """
 
+from __future__ import annotations
+
 import contextlib
 import io
 import json
@@ -15,6 +17,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .assignment import Assignment
 
 
 
@@ -51,7 +55,8 @@ def _read_report(report):
     return outcomes, messages
 
 
-def run_public_tests(package_parent, assignment, tests_dir=None, timeout=300):
+def run_public_tests(package_parent: str | Path, assignment: Assignment, tests_dir: str | Path | None = None,
+                     timeout: float = 300) -> PublicRun:
     """Run ``assignment``'s public tests with ``import <package>`` resolving inside ``package_parent`` (the
     tests' conftest reads the folder from ``assignment.package_variable``)."""
     tests_dir = Path(tests_dir or assignment.release / "tests")
@@ -68,7 +73,8 @@ def run_public_tests(package_parent, assignment, tests_dir=None, timeout=300):
     return PublicRun(outcomes=outcomes, exit_code=completed.returncode, messages=messages)
 
 
-def run_public_tests_many(package_parents, assignment, tests_dir=None, timeout=600):
+def run_public_tests_many(package_parents: list[str | Path], assignment: Assignment,
+                          tests_dir: str | Path | None = None, timeout: float = 600) -> dict[str, PublicRun]:
     """``{folder: PublicRun}``: ``assignment``'s public tests against each folder holding its package, all in one
     child process (a pytest session each, torch imported once: a fraction of a second per folder)."""
     tests_dir = Path(tests_dir or assignment.release / "tests").resolve()

@@ -4,15 +4,18 @@ Only trusted code is loaded this way (the instructor's ``solutions/``);
 student code never enters the judge's process.
 """
 
+from __future__ import annotations
+
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 
+from .assignment import Assignment
 from .errors import KitError
 
 
-def load_package(package_dir, module_name):
+def load_package(package_dir: str | Path, module_name: str) -> ModuleType:
     """Import the package in ``package_dir`` as ``module_name`` (relative imports inside it work)."""
     package_dir = Path(package_dir)
     init = package_dir / "__init__.py"
@@ -41,6 +44,6 @@ def _load(module_name, path, search_locations):
     return module
 
 
-def load_reference(assignment) -> ModuleType:
+def load_reference(assignment: Assignment) -> ModuleType:
     """The assignment's reference package (its ``solutions`` folder), imported as ``<id>_reference``."""
     return load_package(assignment.solutions, f"{assignment.id}_reference")

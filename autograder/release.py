@@ -15,12 +15,15 @@ function of the input files, so ``release --check`` can regenerate in memory
 and compare with what is committed.
 """
 
+from __future__ import annotations
+
 import json
 import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from .assignment import Assignment
 from .errors import KitError
 
 BEGIN = "### BEGIN SOLUTION"
@@ -92,7 +95,7 @@ def _stub_lines(region, lines):
     return out
 
 
-def strip_solutions(text, name="<text>"):
+def strip_solutions(text: str, name: str = "<text>") -> str:
     """Return ``text`` with every solution region replaced by a stub that raises NotImplementedError."""
     lines = text.splitlines()
     regions = find_regions(text, name)
@@ -105,7 +108,7 @@ def strip_solutions(text, name="<text>"):
     return "\n".join(out) + "\n"
 
 
-def notebook_solution_lines(text):
+def notebook_solution_lines(text: str) -> list[str]:
     """Instructor-only lines of an nbgrader source notebook: solution regions, hidden tests, model answers."""
     found = []
     for cell in json.loads(text)["cells"]:
@@ -123,7 +126,7 @@ def notebook_solution_lines(text):
     return found
 
 
-def solution_lines(text, name="<text>"):
+def solution_lines(text: str, name: str = "<text>") -> list[str]:
     """The non-blank lines inside solution regions (markers and hints excluded), stripped."""
     lines = text.splitlines()
     found = []
@@ -142,7 +145,7 @@ def _source_files(source):
             yield rel, path
 
 
-def render_release(source):
+def render_release(source: Path) -> dict[str, bytes]:
     """Map each released file's relative path to its bytes, generated from the folder ``source``."""
     if not source.is_dir():
         raise KitError(f"solutions folder not found: {source}")
@@ -165,7 +168,7 @@ def _existing_files(target):
     return {rel.as_posix(): path.read_bytes() for rel, path in _source_files(target)}
 
 
-def diff_release(source, target):
+def diff_release(source: Path, target: Path) -> list[str]:
     """Describe how ``target`` differs from a fresh release of ``source``; an empty list means equal."""
     wanted, have = render_release(source), _existing_files(target)
     problems = [f"missing: {rel}" for rel in sorted(wanted.keys() - have.keys())]
@@ -174,7 +177,7 @@ def diff_release(source, target):
     return problems
 
 
-def write_release(source, target):
+def write_release(source: Path, target: Path) -> list[str]:
     """Make ``target`` exactly a fresh release of ``source``; return the paths written or removed."""
     wanted, have = render_release(source), _existing_files(target)
     changed = []
@@ -192,7 +195,7 @@ def write_release(source, target):
     return changed
 
 
-def release(assignment, check=False):
+def release(assignment: Assignment, check: bool = False) -> tuple[bool, list[str]]:
     """The ``release`` command: regenerate (or with ``check``, verify) ``assignment``'s student package from its
     reference. Returns ``(ok, lines)``: the lines describe what was written or what differs."""
     source, target = assignment.solutions, assignment.release

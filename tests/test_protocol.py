@@ -115,3 +115,16 @@ def test_a_reply_is_bounded_before_it_is_read_and_decoded_within_bounds():
         protocol.decode(deep, [])
     with pytest.raises(ProtocolError, match="shape"):
         protocol.decode(dict(spec, shape=[True]), [bytes(4)])
+
+
+def test_a_place_outside_the_contracts_files_is_never_kept():
+    """A worker's error record may name only a student file of the contract, at a line that exists: anything else
+    (another file, a hidden test's path, an invented line) is dropped before any student sees it."""
+    from autograder.remote import clean_record
+
+    record = {"type": "ValueError", "mro": ["ValueError"], "message": "m", "where": "heads.py:3"}
+    assert clean_record(record, {"heads": 10}, ("heads",))["where"] == "heads.py:3"
+    assert clean_record(record, {"heads": 2}, ("heads",))["where"] is None, "no such line"
+    assert clean_record(record, None, ("attention",))["where"] is None, "not one of the contract's files"
+    assert clean_record(dict(record, where="check_heads.py:12"), None, ("heads",))["where"] is None
+    assert clean_record(dict(record, where="../heads.py:3"), None, ("heads",))["where"] is None
