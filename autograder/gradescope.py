@@ -11,7 +11,6 @@ kit's tests run it against a simulated tree.
 from __future__ import annotations
 
 import shlex
-import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable

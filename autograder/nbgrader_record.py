@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .assignment import Assignment
-from .results import SubmissionResult
+from .results import SubmissionResult, write_atomic
 
 COURSE = "nbgrader"
 CONFIG = """\

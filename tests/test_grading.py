@@ -323,7 +323,7 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
     import errno
     import os as real_os
 
-    from autograder import grading, results as records, submission
+    from autograder import results as records, submission
 
     for student in ("alice", "broken-read", "broken-write"):
         copy_package(REFERENCE, tmp_path / "class" / student, MODULES)

@@ -11,7 +11,6 @@ import threading
 
 import pytest
 
-from autograder import paths
 from autograder.submission import (MAX_ENTRIES, MAX_NAME, MAX_NOTEBOOK_BYTES, colliding, nbgrader_safe_name,
                                    safe_name)
 from autograder.submission import read_submission as read_with

@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder import paths
 from lesson import LESSON
 from autograder.lessons.mha_pe.public_checks import load_public_checks
 

@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from autograder import paths
 from autograder.classroom import write_template
 from autograder.errors import KitError
 from autograder.judge import collect_rubric

@@ -8,9 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
-
-import pytest
 
 from autograder import paths
 from autograder.mutants import copy_package

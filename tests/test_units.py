@@ -197,7 +197,6 @@ def test_a_confined_process_cannot_open_sockets_or_read_the_kit():
     import tempfile
     from pathlib import Path
 
-    from autograder import paths
     from autograder.worker import confine
 
     if os.geteuid() != 0:

@@ -1,7 +1,6 @@
 """``python -m autograder validate``: known submissions through the grade path; its report is printed."""
 
 import subprocess
-import sys
 
 import pytest
 import torch
