@@ -10,6 +10,7 @@ import pytest
 from autograder import assignment as assignments
 from autograder.classroom import classroom_steps, write_template
 from autograder.grading import grade_class
+from autograder.judge import collect_rubric
 from autograder.mutants import build, copy_package, load_catalogue
 from autograder.public_tests import run_public_tests
 from autograder.release import release, solution_lines
@@ -65,9 +66,15 @@ def test_the_release_is_generated_from_its_solutions_and_leaks_nothing(lesson):
     assert set(on_stubs.outcomes.values()) == {"failed"}
 
 
+def _maximum(lesson):
+    """The fixture's code maximum, from its own rubric."""
+    return sum(entry.points for entry in collect_rubric(lesson.hidden_tests))
+
+
 def test_its_class_is_graded_with_its_own_rubric(lesson, graded):
     results, out = graded
-    maximum = 7  # the fixture's four hidden tests: 2 + 2 + 1 + 2 points
+    maximum = _maximum(lesson)
+    assert maximum > 0 and len(collect_rubric(lesson.hidden_tests)) == 4
     reference, stubs = results["reference"], results["stubs"]
     assert reference.score == reference.max_score == maximum
     assert stubs.score == 0 and stubs.max_score == maximum
@@ -82,7 +89,7 @@ def test_its_reports_are_written(lesson, graded):
     results, out = graded
     with open(out / "gradebook.csv", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
-    assert set(rows) == set(results) and rows["reference"]["score"] == "7"
+    assert set(rows) == set(results) and rows["reference"]["score"] == f"{_maximum(lesson):g}"
     assert "notebook" not in next(iter(rows.values())), "no notebook, no notebook columns"
     feedback = (out / "feedback" / "normalize-divides-by-zero.md").read_text()
     assert "zero vector" in feedback.lower()
@@ -101,7 +108,7 @@ def test_validate_proves_its_grader(lesson):
 
 def test_its_rubric_page_and_classroom_template(lesson, tmp_path):
     page = render_rubric(lesson)
-    assert "Total: 7" in page and "normalize keeps a zero vector at zero" in page
+    assert f"Total: {_maximum(lesson):g}" in page and "normalize keeps a zero vector at zero" in page
     steps = classroom_steps(lesson)
     assert [step.test_file for step in steps] == ["test_norms.py", "test_norms.py", "test_layers.py"]
     files = write_template(tmp_path / "template", lesson)
