@@ -65,7 +65,8 @@ def student_requirements() -> str:
 def public_test_files(assignment: Assignment) -> list[tuple[str, str]]:
     """``[(test file, step id prefix)]``: one public test file per student file (``test_<module>.py``), in the
     order students write them; the prefix is the descriptor's ``[classroom.prefixes]`` entry or the module."""
-    return [(f"test_{module}.py", assignment.step_prefixes.get(module, module)) for module in assignment.contract.modules]
+    return [(f"test_{module}.py", assignment.step_prefixes.get(module, module))
+            for module in assignment.contract.modules]
 
 
 def classroom_steps(assignment: Assignment, tests_dir: Path | None = None) -> tuple[Step, ...]:
@@ -179,8 +180,8 @@ On Windows write `.venv\\Scripts\\python` for `.venv/bin/python`. Check with
 
 def _forbidden(assignment: Assignment) -> str:
     """The assignment's forbidden APIs as prose: "`a`, `b` or `c`"."""
-    *others, last = (f"`{name}`" for name in assignment.contract.forbidden) or ("",)
-    return " or ".join(filter(None, (", ".join(others), last)))
+    names = [f"`{name}`" for name in assignment.contract.forbidden]
+    return " or ".join(filter(None, (", ".join(names[:-1]), "".join(names[-1:]))))
 
 
 def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None) -> str:
@@ -191,9 +192,9 @@ def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None
     total = sum(step.points for step in steps)
     template = assignment.folder / "student_readme.md"
     text = template.read_text(encoding="utf-8") if template.is_file() else (
-        f"# {assignment.title}\n\n{{setup}}## Check your work\n\n```\n.venv/bin/python -m pytest\n```\n")
-    return text.format(setup=_setup(), package=assignment.id, steps=len(steps), total=total,
-                       points_per_test=_points(POINTS_PER_TEST), seconds=PUBLIC_TESTS_SECONDS,
+        "# {title}\n\n{setup}## Check your work\n\n```\n.venv/bin/python -m pytest\n```\n")
+    return text.format(setup=_setup(), title=assignment.title, package=assignment.id, steps=len(steps),
+                       total=total, points_per_test=_points(POINTS_PER_TEST), seconds=PUBLIC_TESTS_SECONDS,
                        forbidden=_forbidden(assignment))
 
 

@@ -49,16 +49,17 @@ def public_type(mro, fallback="an exception of a class of its own"):
     return fallback
 
 
-def clean_record(record, lines=None, modules=None):
+def clean_record(record, lines, modules):
     """A worker's error record with every field checked and bounded; ``where`` is kept only when it names one
-    of ``modules`` (the student files) and, with ``lines`` (module -> line count), a line that exists."""
+    of ``modules`` (the contract's student files) and, with ``lines`` (module -> line count), a line that
+    exists."""
     record = record if isinstance(record, dict) else {}
     mro = record.get("mro")
     mro = [_text(item, NAME_LIMIT) for item in mro[:20]] if isinstance(mro, list) else []
     kind = _text(record.get("type"), NAME_LIMIT) or "Exception"
     where = _text(record.get("where"), 200)
     match = _WHERE.match(where)
-    if not match or (modules is not None and match.group(1) not in modules) or (
+    if not match or match.group(1) not in modules or (
             lines is not None and not 1 <= int(match.group(2)) <= lines.get(match.group(1), 0)):
         where = None
     return {"type": kind, "mro": mro or [kind], "message": _text(record.get("message")), "where": where,

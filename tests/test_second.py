@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from autograder import assignment as assignments
-from autograder.classroom import classroom_steps, write_template
+from autograder.classroom import _forbidden as classroom_forbidden
+from autograder.classroom import classroom_steps, student_readme, write_template
 from autograder.grading import grade_class
 from autograder.judge import collect_rubric
 from autograder.mutants import build, copy_package, load_catalogue
@@ -116,3 +117,13 @@ def test_its_rubric_page_and_classroom_template(lesson, tmp_path):
     readme = (tmp_path / "template" / "README.md").read_text()
     assert readme.startswith("# Vector norms") and "pip install" in readme
     assert "vector_norms/tests" in (tmp_path / "template" / "pytest.ini").read_text()
+
+
+def test_a_readme_without_a_template_or_forbidden_apis(lesson):
+    """A lesson with no README template of its own gets a plain page; one that forbids nothing still gets one."""
+    from dataclasses import replace
+
+    bare = replace(lesson, title="Norms {and} more", contract=replace(lesson.contract, forbidden=()))
+    readme = student_readme(bare)
+    assert readme.startswith("# Norms {and} more\n") and "## Set up" in readme
+    assert classroom_forbidden(lesson) == "`torch.linalg.vector_norm` or `torch.nn.functional.normalize`"

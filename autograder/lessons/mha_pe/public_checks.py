@@ -2,6 +2,7 @@
 never a student's), for the judge's side: the hidden tests, the bench and the kit's tests build
 ``torch.nn.MultiheadAttention`` twins with the same code the students' tests use."""
 
+import functools
 from pathlib import Path
 from types import ModuleType
 
@@ -11,6 +12,7 @@ from autograder.reference import load_module
 LESSON = Path(__file__).resolve().parent
 
 
+@functools.cache  # the hidden tests ask for it on every module check: read the descriptor once
 def load_public_checks() -> ModuleType:
     """``tests/checks.py`` of the lesson's reference package, imported as ``<id>_public_checks``."""
     lesson = load(LESSON)
