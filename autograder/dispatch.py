@@ -2,8 +2,9 @@
 
 A student whose grading fails for any reason on the grader's side gets a
 result that says so (a typed :class:`~autograder.results.GraderFailure` and a
-note in words), and the loop moves on. The one failure retried is a worker that
-could not be started: nothing a submission does can lead there.
+note in words), and the loop moves on. The failures retried are a worker that
+could not be started and a machine too busy to run one (``machine_busy``):
+nothing a submission does can lead there.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from .sandbox import Sandbox
 from .launch import WorkerFactory
 
 NO_WORKER = "no worker could be started"
+RETRIES = 2  # more tries for a student the machine could not grade; then the record says they still need grading
+RETRIED = ("no_worker", "machine_busy")
 
 
 def failed_result(task: Task, sandbox: Sandbox, failure: GraderFailure) -> SubmissionResult:
@@ -38,11 +41,12 @@ def failed_result(task: Task, sandbox: Sandbox, failure: GraderFailure) -> Submi
 
 
 def needs_retry(result: SubmissionResult) -> bool:
-    """Whether no worker could be started for this student: the grading machine's trouble, which a second try
-    may not meet. Nothing a submission does leads here (its crashes, hangs and malformed replies fail its own
-    tests), so a retry can never be a second chance bought by the submission. Read from the typed failures
-    only: a note's text may carry words the submission chose."""
-    return any(failure.kind == "no_worker" for failure in result.grader_failures)
+    """Whether no worker could be started for this student, or the machine was too busy to run it: the grading
+    machine's trouble, which another try may not meet. Nothing a submission does leads here (its crashes, hangs,
+    sleeps and malformed replies fail its own tests; a worker that lowers its own priority is not "busy"), so a
+    retry can never be a second chance bought by the submission. Read from the typed failures only: a note's
+    text may carry words the submission chose."""
+    return any(failure.kind in RETRIED for failure in result.grader_failures)
 
 
 @dataclass
@@ -146,10 +150,16 @@ def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
                 task = next(tasks, None)
                 following = prepare(task, factory, scratch_root, notebook) if task else None
                 result = grade_prepared(current, sandbox, judge, out_dir)
-                if needs_retry(result):  # the grader's side broke, not the student's code: once more
+                for attempt in range(RETRIES):  # the grader's side broke, not the student's code: again, a few times
+                    if not needs_retry(result):
+                        break
                     retried = grade_prepared(prepare(current.task, factory, scratch_root, notebook), sandbox, judge,
                                              out_dir)
-                    result = replace(retried, notes=retried.notes + ("graded a second time after a grader failure",))
+                    result = replace(retried, notes=retried.notes + (
+                        f"graded again (try {attempt + 2}) after a grader failure",))
+                if needs_retry(result):
+                    result = replace(result, notes=result.notes + (
+                        "still needs grading: the machine could not grade this student; no test was charged",))
                 if factory.note and factory.note not in result.notes:
                     result = replace(result, notes=result.notes + (factory.note,))
                 done(save_result(result, out_dir))

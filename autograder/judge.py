@@ -137,6 +137,11 @@ class Judge:
             tests, failures, details = self.run_hidden_tests(remote)
         finally:
             remote.close()  # the worker was started ahead: it is closed whatever happens here
+        if remote.busy:  # the machine could not run it: no test is charged, the run grades this student again
+            failure = GraderFailure("machine_busy", bounded(remote.busy, NOTE_LIMIT))
+            note = f"not graded: the machine was too busy ({failure.reason})"
+            return SubmissionResult(student=student, sandbox=sandbox.mode, fingerprint=fingerprint, output=note,
+                                    notes=(note,), grader_failures=(failure,))
         failures = [GraderFailure(failure.kind, bounded(failure.reason, NOTE_LIMIT)) for failure in failures]
         notes = [bounded(note, NOTE_LIMIT) for note in notes + remote.events + [_note(f) for f in failures]]
         notes = notes[:MAX_NOTES]

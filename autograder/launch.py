@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from . import clocks
 from . import sandbox as sandboxes
 from .submission import stage
 from .worker import protocol
@@ -55,23 +56,70 @@ class _Channel:
 
     hello = None
 
+    cpu_start = 0.0  # the main process's CPU before any student code ran (a torch import, say)
+    last_cpu = 0.0  # the latest cpu_mark
+
     def __init__(self, to_worker, from_worker, output):
         self._to_worker, self._from_worker, self.output = to_worker, from_worker, output
         self.imported = set()
+        self._stat = None  # clocks.StatFile of the worker's main process, once known
         os.set_blocking(to_worker, False)  # writes wait for the worker with the call's deadline, never forever
 
     def request(self, message, blobs, deadline, max_reply=protocol.MAX_BLOB):
         """Send one request and read its reply, both before ``deadline``; a reply over ``max_reply`` bytes is
         refused unread."""
+        return self.receive(self.send(message, blobs, deadline), deadline, max_reply)
+
+    def send(self, message, blobs, deadline):
+        """Send one request (before ``deadline``); return its nonce, which :meth:`receive` checks."""
         nonce = os.urandom(8).hex()
         protocol.send(self._to_worker, dict(message, nonce=nonce), blobs, deadline)
+        return nonce
+
+    def replied(self, seconds):
+        """Whether a reply has begun to arrive, waiting up to ``seconds`` for it (reads nothing)."""
+        return bool(select.select([self._from_worker], [], [], max(seconds, 0.0))[0])
+
+    def receive(self, nonce, deadline, max_reply=protocol.MAX_BLOB):
+        """The reply to the request ``nonce``, read before ``deadline``."""
         reply, reply_blobs = protocol.receive(self._from_worker, deadline, min(max_reply, protocol.MAX_JSON),
                                               max_reply)
         if reply.get("nonce") != nonce:
             raise protocol.ProtocolError("a reply that answers no request")
         return reply, reply_blobs
 
+    # ------------------------------------------------------------ CPU time, read from outside (clocks.py)
+
+    def _main_pid(self):
+        """The host pid of the process that runs student code (None while unknown)."""
+        return None
+
+    def _pids(self):
+        """Host pids of the worker's whole tree."""
+        return []
+
+    def cpu_mark(self):
+        """CPU seconds of the worker's main process so far (one ``pread``); 0 before it is known."""
+        if self._stat is None:
+            pid = self._main_pid()
+            if pid is None:
+                return 0.0
+            try:
+                self._stat = clocks.StatFile(pid)
+            except OSError:
+                return 0.0
+        value = self._stat.cpu()
+        if value is not None:
+            self.last_cpu = value
+        return self.last_cpu
+
+    def usage(self):
+        """A :class:`clocks.Usage` of the worker's whole tree (a scan of ``/proc``: read while waiting only)."""
+        return clocks.usage(self._pids())
+
     def _close_pipes(self):
+        if self._stat is not None:
+            self._stat.close()
         for fd in (self._to_worker, self._from_worker):
             try:
                 os.close(fd)
@@ -98,7 +146,7 @@ class _Sandboxed:
 
     def __init__(self, sandbox, command, pass_fds):
         """``command(info_fd)`` gives ``(argv, env, cwd)``; ``pass_fds`` are the descriptors it talks over."""
-        self.info, self.pidfd = None, None
+        self.info, self.pidfd, self.first_pid = None, None, None
         info_w = None
         if sandbox.mode == "bwrap":
             self.info, info_w = os.pipe()
@@ -131,6 +179,7 @@ class _Sandboxed:
                 if isinstance(pid, int):
                     with contextlib.suppress(OSError):
                         self.pidfd = os.pidfd_open(pid)
+                        self.first_pid = pid
                 break
 
     def end(self):
@@ -232,7 +281,23 @@ class WorkerProcess(_Channel):
                 raise protocol.ProtocolError("the worker did not say hello")
             self.hello = message
             self.sandboxed.watch()  # no student code has run yet: the sandbox's first process is alive
+            self.cpu_start = self.cpu_mark()  # its start-up (a torch import) is not the submission's
         return self.hello
+
+    def _main_pid(self):
+        first = self.sandboxed.first_pid
+        if first is None:  # no sandbox of its own (uid, none): the process started is the worker
+            return self.process.pid
+        inner = clocks.children(first)  # bwrap's init is the sandbox's first process; the worker its child
+        return inner[0] if len(inner) == 1 else None
+
+    def _pids(self):
+        root = self.sandboxed.first_pid or self.process.pid
+        links = clocks.parents()
+        pids = clocks.tree(root, links)
+        if self.sandboxed.uid is not None:  # a confined worker's processes may leave the tree; never its user
+            pids += [pid for pid in links if pid not in pids and _owner(pid) == self.sandboxed.uid]
+        return pids
 
     def exit_detail(self):
         """Why the process ended, in words (waits briefly for it)."""
@@ -247,12 +312,37 @@ class WorkerProcess(_Channel):
         self.output.join(timeout=5)
 
 
-class ForkedWorker(_Channel):
-    """A worker forked by a :class:`Zygote`, in namespaces of its own inside the zygote's sandbox."""
+def _owner(pid):
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
 
-    def __init__(self, zygote, ident, to_worker, from_worker, output):
+
+class ForkedWorker(_Channel):
+    """A worker forked by a :class:`Zygote`, in namespaces of its own inside the zygote's sandbox.
+
+    ``inner`` is the zygote's pid for the worker's parent (the zygote's word, which no worker can touch); the
+    judge maps it to a host pid through ``NSpid`` below the zygote sandbox's first process."""
+
+    def __init__(self, zygote, ident, to_worker, from_worker, output, inner=None):
         super().__init__(to_worker, from_worker, output)
         self.zygote, self.ident, self.hello = zygote, ident, zygote.hello
+        self.inner, self.root = inner, None
+
+    def _root(self):
+        if self.root is None and isinstance(self.inner, int) and self.zygote.sandboxed.first_pid is not None:
+            self.root = clocks.host_pid(self.zygote.sandboxed.first_pid, self.inner)
+        return self.root
+
+    def _main_pid(self):
+        root = self._root()
+        inner = clocks.children(root) if root is not None else []
+        return inner[0] if len(inner) == 1 else None  # not forked yet: its CPU so far is nil
+
+    def _pids(self):
+        root = self._root()
+        return clocks.tree(root) if root is not None else []
 
     def ready(self, deadline):
         if not self.zygote.alive:
@@ -340,7 +430,7 @@ class Zygote:
             os.close(from_worker)
             raise protocol.ChannelClosed(f"the zygote could not start a worker: {reply.get('error')}")
         names = sorted(files)
-        worker = ForkedWorker(self, ident, to_worker, from_worker, output)
+        worker = ForkedWorker(self, ident, to_worker, from_worker, output, reply.get("pid"))
         try:  # the worker reads its files before any student code runs; a deadline all the same
             protocol.send(to_worker, {"files": names}, [files[name] for name in names], time.monotonic() + 30)
         except protocol.ProtocolError:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .remote import SubmissionFailure, WorkerCrash, bounded, public_type
-from .results import NotebookSummary, TestResult
+from .results import GraderFailure, NotebookSummary, TestResult
 from .worker import protocol
 
 MAX_CELLS = 400
@@ -481,7 +481,7 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson):
     module files (forked, IPython preloaded)."""
 
     from . import nbgrader_record
-    from .remote import RemoteSubmission
+    from .remote import BACKSTOP, RemoteSubmission
     from .submission import nbgrader_safe_name
 
     assignment = load_checks(lesson.source_notebook(), lesson.released_notebook())
@@ -489,7 +489,8 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson):
     problem = intake.problems.get("notebook", "missing")
     why_missing = f"no {name} in the submission" if problem == "missing" else f"{name} was not used: {problem}"
     remote = RemoteSubmission(sandbox, launch, lesson.contract, files=intake.files)
-    remote.deadline = time.monotonic() + sandbox.limits.notebook_seconds
+    remote.budget = sandbox.limits.notebook_seconds  # CPU seconds; the wall clock only backs it up
+    remote.deadline = time.monotonic() + BACKSTOP * sandbox.limits.notebook_seconds
     started = time.monotonic()
     try:
         outcome = grade_notebook(intake.notebook, why_missing, remote, sandbox.limits, assignment)
@@ -497,6 +498,10 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson):
         outcome = _empty(assignment, f"the notebook could not be graded (grader error {type(error).__name__})")
     finally:
         remote.close()
+    if remote.busy:  # the machine's fault, not the notebook's: the whole student is graded again
+        failure = GraderFailure("machine_busy", bounded(remote.busy, 300))
+        return replace(result, tests=(), notes=result.notes + (failure.reason,),
+                       grader_failures=result.grader_failures + (failure,))
     nbid = nbgrader_safe_name(result.student)
     notes = list(outcome.notes) + remote.events
     try:

@@ -9,16 +9,29 @@ code failed" from "the hidden test's assertion failed".
 If a call crashes the worker or runs past its time limit, the worker is
 killed and the next call starts a fresh one: only the tests that depend on the
 broken call lose points.
+
+Time limits are CPU seconds of the worker's processes, read by the judge from
+``/proc`` (:mod:`autograder.clocks`); the wall clock is only a backstop
+(:data:`BACKSTOP` times a limit) that catches hangs. When it fires, what the
+judge saw while waiting decides: a worker that slept or blocked is charged, a
+worker that was ready to run but waited for a CPU is the machine's fault
+(:class:`MachineBusy`: the student is graded again, never charged).
 """
 
 import builtins
+import contextlib
 import re
 import time
 
 import torch
 
+from . import clocks
 from .worker import protocol
 from .worker.contract import Contract
+
+BACKSTOP = 4  # the wall-clock backstop, in multiples of a CPU limit: it catches hangs, it never measures work
+FIRST_LOOK = 1.0  # wall seconds before the judge first reads a waiting worker's CPU (short calls: never)
+LOOK_EVERY = 0.25  # and then between readings
 
 # What the judge keeps of a student's text (exception messages, type names): enough for the instructor.
 TEXT_LIMIT = 400
@@ -118,16 +131,33 @@ class WorkerCrash(SubmissionFailure):
 
 
 class CallTimeout(SubmissionFailure):
-    def __init__(self, name, seconds, earlier=False):
+    """A call that used up its CPU time (``asleep=False``) or waited without computing past its limit."""
+
+    def __init__(self, name, seconds, earlier=False, asleep=False):
         super().__init__()
+        self.asleep = asleep
         when = "earlier " if earlier else ""
-        self.summary = f"{name} did not finish within {seconds:g} s ({when}time limit per call)"
+        if asleep:
+            self.summary = (f"{name} waited without computing (a sleep or a blocking call) for more than {seconds:g} s "
+                            f"({when}time limit per call)")
+        else:
+            self.summary = f"{name} used more than {seconds:g} s of CPU time ({when}time limit per call)"
 
 
 class SubmissionTimeout(SubmissionFailure):
-    def __init__(self, seconds):
+    def __init__(self, seconds, asleep=False):
         super().__init__()
-        self.summary = f"the time limit for the whole submission ({seconds:g} s) was used up"
+        if asleep:
+            self.summary = (f"the whole submission waited without computing (sleeps or blocking calls) past its "
+                            f"time limit ({seconds:g} s of CPU time)")
+        else:
+            self.summary = f"the CPU time limit for the whole submission ({seconds:g} s) was used up"
+
+
+class MachineBusy(Exception):
+    """The grading machine was too busy to run this submission: its worker was ready to run and waited for a CPU
+    until the wall-clock backstop. Not a :class:`SubmissionFailure`: no test is charged for it; the judge
+    records the student as not graded (``machine_busy``) and the run grades them again on a fresh worker."""
 
 
 class ForbiddenCall(SubmissionFailure):
@@ -231,12 +261,17 @@ class RemoteSubmission:
         # Line counts of the student's files: a place the worker names must exist in them.
         self.lines = {module: data.count(b"\n") + 1 for module, data in (files or {}).items()}
         self.limits = sandbox.limits
-        self.deadline = time.monotonic() + self.limits.submission_seconds
+        self.clock = time.monotonic  # the backstop's clock (tests inject one: no assertion waits on the wall)
+        self.deadline = self.clock() + BACKSTOP * self.limits.submission_seconds  # a backstop: CPU is the limit
+        self.budget = self.limits.submission_seconds  # CPU seconds for the whole submission
+        self.cpu_before = 0.0  # CPU seconds of this submission's workers already discarded
+        self.samples = clocks.Samples()  # what long waits were made of, over the whole submission
+        self.busy = ""  # why the machine could not grade this submission (MachineBusy), once it happened
         self.worker = worker
         self.spare = worker is not None  # started ahead: checked before its first use
         self.generation = 0
         self.broken_modules = {}  # module -> SubmissionFailure, decided once
-        self.hung = {}  # name -> seconds
+        self.hung = {}  # name -> (seconds, whether it slept)
         self.crashes = {}  # name -> count
         self.events = []  # what went wrong, for the result's notes
         self.outputs = []
@@ -254,12 +289,12 @@ class RemoteSubmission:
                 self.events.append(f"no worker could be started: {error}")
                 raise WorkerCrash(label, "the grading process could not be started") from None
             self.generation += 1
-        deadline = min(self.deadline, time.monotonic() + self.limits.start_seconds)
+        deadline = min(self.deadline, time.monotonic() + BACKSTOP * self.limits.start_seconds)
         try:
             hello = self.worker.ready(deadline)
-        except protocol.ChannelTimeout:
+        except protocol.ChannelTimeout:  # no student code runs before the hello: the machine's trouble
             self._discard("the worker did not start in time")
-            raise WorkerCrash(label, "the grading process did not start in time") from None
+            raise self._machine_busy("a worker did not start within the backstop") from None
         except protocol.ProtocolError:
             detail = self.worker.exit_detail()
             self._discard(f"the worker failed to start ({detail})")
@@ -279,13 +314,35 @@ class RemoteSubmission:
             self.events.append(f"a worker started ahead was lost before its first request ({error}); "
                                "started another")
 
-    def _discard(self, why):
-        if self.worker is not None:
-            self.outputs.append(self.worker.output)
-            self.worker.close()
+    def _discard(self, why, worker=None):
+        """End ``worker`` (the current one by default), keeping its output and counting the CPU it used."""
+        worker = self.worker if worker is None else worker
+        if worker is not None and not getattr(worker, "discarded", False):
+            worker.discarded = True
+            self.outputs.append(worker.output)
+            with contextlib.suppress(OSError):  # its last reading, if it has already ended
+                reading = worker.usage()
+                self.cpu_before += max(0.0, max(reading.cpu if reading.alive else 0.0, worker.last_cpu)
+                                       - worker.cpu_start)
+            worker.close()
+        if worker is not None and worker is self.worker:
             self.worker = None
         if why:
             self.events.append(why)
+
+    def _machine_busy(self, why):
+        """Record that the machine, not the submission, kept this student from being graded."""
+        self.busy = self.busy or why
+        self.events.append(f"the machine was too busy: {why}; not graded this time")
+        return MachineBusy(self.busy)
+
+    def cpu_spent(self, worker=None, mark=None):
+        """CPU seconds this submission has used so far, over all its workers (as the judge reads them)."""
+        worker = self.worker if worker is None else worker
+        if worker is None:
+            return self.cpu_before
+        mark = worker.cpu_mark() if mark is None else mark
+        return self.cpu_before + max(0.0, mark - worker.cpu_start)
 
     def close(self):
         self._discard(None)
@@ -320,28 +377,31 @@ class RemoteSubmission:
         return self._exchange(self._worker(label), message, label, seconds)
 
     def _exchange(self, worker, message, label, seconds=None):
-        """Send one request; return the decoded value or raise the matching SubmissionFailure. ``seconds``
-        replaces the per-call time limit (a notebook cell has its own)."""
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise SubmissionTimeout(self.limits.submission_seconds)
-        call_limit = seconds or self.limits.call_seconds
-        deadline = time.monotonic() + min(call_limit, remaining)
+        """Send one request; return the decoded value or raise the matching SubmissionFailure (or MachineBusy).
+        ``seconds`` replaces the per-call CPU limit (a notebook cell has its own)."""
+        if self.busy:
+            raise MachineBusy(self.busy)
+        limit = seconds or self.limits.call_seconds
+        began, mark = self.clock(), worker.cpu_mark()  # one pread: the call's CPU starts here
+        left = self.budget - self.cpu_spent(worker, mark)
+        if left <= 0:
+            raise SubmissionTimeout(self.budget)
+        backstop = min(began + BACKSTOP * limit, self.deadline)
         blobs = []
         for key in ("args", "kwargs", "override"):
             if key in message:
                 message[key] = protocol.encode(message[key], blobs)
         try:
-            reply, reply_blobs = worker.request(message, blobs, deadline, self.limits.reply_bytes)
-        except protocol.ChannelTimeout:
-            self._discard(f"{label} ran past its time limit; the worker was restarted")
-            if remaining <= call_limit:
-                raise SubmissionTimeout(self.limits.submission_seconds) from None
-            raise CallTimeout(label, call_limit) from None
+            nonce = worker.send(message, blobs, backstop)
+            self._await(worker, label, limit, min(limit, left), mark, began, backstop)
+            reply, reply_blobs = worker.receive(nonce, backstop, self.limits.reply_bytes)
+        except protocol.ChannelTimeout:  # it stopped reading its request, or stopped half-way through a reply
+            self._discard(f"{label} stopped reading or writing; the worker was restarted", worker)
+            raise CallTimeout(label, limit, asleep=True) from None
         except (protocol.ProtocolError, OSError) as error:
             # Whatever the worker sent or did, it is the submission's doing: its tests fail as after a crash.
             detail = worker.exit_detail() if isinstance(error, protocol.ChannelClosed) else "it sent a malformed reply"
-            self._discard(f"{label} stopped the worker ({detail}); the worker was restarted")
+            self._discard(f"{label} stopped the worker ({detail}); the worker was restarted", worker)
             raise WorkerCrash(label, detail) from None
         forbidden = reply.get("forbidden")
         if forbidden:
@@ -363,13 +423,49 @@ class RemoteSubmission:
         try:
             return protocol.decode(reply.get("value"), reply_blobs)
         except Exception:  # noqa: BLE001 - any malformed value is the submission's fault, never the grader's
-            self._discard(f"{label}: the worker sent a malformed reply; the worker was restarted")
+            self._discard(f"{label}: the worker sent a malformed reply; the worker was restarted", worker)
             raise WorkerCrash(label, "it sent a malformed reply") from None
+
+    def _await(self, worker, label, limit, cpu_limit, mark, began, backstop):
+        """Wait until ``worker`` begins to reply. A reply within :data:`FIRST_LOOK` costs no reading; after that
+        the judge reads the worker's tree every :data:`LOOK_EVERY` s and ends the call when its CPU reaches
+        ``cpu_limit`` (charged), when it has mostly slept for ``limit`` wall seconds (charged), or at the
+        ``backstop``: charged if it slept, the machine's fault (MachineBusy) if it was ready to run and waited
+        for a CPU."""
+        call, look, last = clocks.Samples(), began + FIRST_LOOK, None
+        try:
+            while not worker.replied(min(look, backstop) - self.clock()):
+                now, reading = self.clock(), worker.usage()
+                if last is None:  # no run-queue figure at the call's start: the moment's state stands for it
+                    call.add(now - began, reading.cpu - mark, 0.0, reading.runnable)
+                else:
+                    call.add(now - last[0], reading.cpu - last[1].cpu, reading.waited - last[1].waited,
+                             reading.runnable)
+                last = (now, reading)
+                if not reading.alive:
+                    return  # it ended: the read that follows says how
+                if reading.cpu - mark >= cpu_limit:
+                    self._discard(f"{label} ran past its CPU time limit; the worker was restarted", worker)
+                    if cpu_limit < limit:
+                        raise SubmissionTimeout(self.budget)
+                    raise CallTimeout(label, limit)
+                if now >= backstop or (now - began >= limit and call.mostly_asleep):
+                    self._discard(f"{label} ran past its wall-clock backstop; the worker was restarted", worker)
+                    if call.mostly_starved:
+                        raise self._machine_busy(f"{label} waited {now - began:.0f} s for a CPU and used "
+                                                 f"{reading.cpu - mark:.1f} s of it")
+                    if backstop >= self.deadline and now >= backstop:
+                        raise SubmissionTimeout(self.budget, asleep=True)
+                    raise CallTimeout(label, limit, asleep=True)
+                look = now + LOOK_EVERY
+        finally:
+            self.samples.merge(call)
 
     def request(self, name, label, message):
         """Run ``message`` for the contract name ``name``; ``label`` names the call in feedback."""
         if name in self.hung:
-            raise CallTimeout(label, self.hung[name], earlier=True)
+            seconds, asleep = self.hung[name]
+            raise CallTimeout(label, seconds, earlier=True, asleep=asleep)
         if self.crashes.get(name, 0) >= 2:
             raise WorkerCrash(label, "it crashed the worker twice before; not tried again")
         static = self.forbidden.get(name)
@@ -379,12 +475,54 @@ class RemoteSubmission:
         worker = self._worker(label)
         try:
             return self._exchange(worker, message, label)
-        except CallTimeout:
-            self.hung[name] = self.limits.call_seconds
+        except CallTimeout as timeout:
+            self.hung[name] = (self.limits.call_seconds, timeout.asleep)
             raise
         except WorkerCrash:
             self.crashes[name] = self.crashes.get(name, 0) + 1
             raise
+
+    def cpu_of_fresh_call(self, name, *args, **kwargs):
+        """``(value, cpu seconds)``: ``name(*args, **kwargs)`` called in a fresh worker of this submission, and the
+        CPU time its whole process tree used from its start to the reply, read by the judge from ``/proc`` (never
+        the worker's word). The import of ``name``'s module is in it, and so is anything the module started
+        (threads, child processes): work done ahead (a table cached at import) or aside is counted all the same.
+        A fresh forked worker costs a few milliseconds; a worker in a sandbox of its own, a torch import."""
+        if self.busy:
+            raise MachineBusy(self.busy)
+        if name in self.hung:
+            seconds, asleep = self.hung[name]
+            raise CallTimeout(name, seconds, earlier=True, asleep=asleep)
+        if self.forbidden.get(name):
+            raise ForbiddenCall(name, self.forbidden[name])
+        module = self.contract.names[name]
+        if module in self.broken_modules:
+            raise self.broken_modules[module]
+        try:
+            fresh = self.launch()
+        except (OSError, protocol.ProtocolError) as error:
+            self.events.append(f"no worker could be started: {error}")
+            raise WorkerCrash(name, "the grading process could not be started") from None
+        try:
+            try:
+                fresh.ready(min(self.deadline, self.clock() + BACKSTOP * self.limits.start_seconds))
+            except protocol.ChannelTimeout:
+                raise self._machine_busy("a worker did not start within the backstop") from None
+            except protocol.ProtocolError:
+                raise WorkerCrash(name, f"the grading process failed to start: {fresh.exit_detail()}") from None
+            try:
+                self._exchange(fresh, {"op": "import", "module": module}, f"importing {module}.py")
+            except (WorkerCrash, CallTimeout) as failure:
+                self.broken_modules[module] = failure
+                raise
+            value = self._exchange(fresh, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
+                                           "device": None}, name)
+            cpu = max(fresh.usage().cpu, fresh.last_cpu) - fresh.cpu_start
+        finally:
+            self._discard(None, fresh)
+        if isinstance(value, protocol.Handle):
+            raise BadValue(name, "an object")
+        return value, cpu
 
     def call(self, name, *args, device=None, **kwargs):
         value = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,

@@ -21,9 +21,11 @@ Status = Literal["passed", "failed", "pending", "skipped"]
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 VISIBILITIES: tuple[Visibility, ...] = get_args(Visibility)
 # What broke on the grader's side. ``check_crashed`` is the kind a submission's data is expected to cause (a check
-# raised on its answer): it never ends grading or changes the student's feedback. Only ``no_worker`` is retried.
+# raised on its answer): it never ends grading or changes the student's feedback. Only ``no_worker`` and
+# ``machine_busy`` are retried: nothing a submission does leads to either.
 FailureKind = Literal[
-    "no_worker",  # no worker could be started: the grading machine's trouble, the one case retried
+    "no_worker",  # no worker could be started: the grading machine's trouble, retried
+    "machine_busy",  # a worker ready to run waited for a CPU until the wall-clock backstop: retried, never charged
     "grader_error",  # the grader's own exception while grading this student
     "judge_stopped",  # the judge process died holding this student, twice
     "result_lost",  # the judge reported the student done, but the result could not be read back
@@ -32,7 +34,7 @@ FailureKind = Literal[
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 # The kinds after which this student's grading did not finish: the result holds no tests.
-UNFINISHED: tuple[FailureKind, ...] = ("no_worker", "grader_error", "judge_stopped", "result_lost")
+UNFINISHED: tuple[FailureKind, ...] = ("no_worker", "machine_busy", "grader_error", "judge_stopped", "result_lost")
 
 
 @dataclass(frozen=True)

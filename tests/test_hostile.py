@@ -736,7 +736,7 @@ def test_a_worker_that_stops_reading_cannot_hold_a_large_request(tmp_path, scrat
         worker.start()
         worker.join(120)  # a hang guard only: the call limit is 3 s
         assert not worker.is_alive(), "the judge is still blocked writing to the worker"
-        assert "did not finish within 3 s" in str(outcome["failure"])
+        assert "waited without computing" in str(outcome["failure"])
     finally:
         factory.close()
 

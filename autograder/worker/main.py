@@ -96,8 +96,10 @@ def main(argv):
         from .confine import confine
 
         confine(json.loads(plan))
+    # Warmed up before the hello (the worker starts while the judge grades the previous student): the judge
+    # reads the worker's CPU at the hello, and what follows is the submission's.
+    warm_up(torch)
     protocol.send(out_fd, {"ready": True, "cuda": cuda, "torch": torch.__version__})
-    warm_up(torch)  # while the judge is still busy with the previous student
     return serve(root, in_fd, out_fd, contract)
 
 

@@ -3,7 +3,7 @@
 The judge parses the notebook (trusted) and sends only cell sources, one
 request per cell; the checks never run here (see ``autograder/notebook_stage.py``).
 A cell gets IPython's input transformations (``%magic``, ``!cmd``, ``x?``),
-a time limit (``ITIMER_REAL``; the judge's deadline backs it up), and its
+a CPU time limit (``ITIMER_PROF``: a busy machine does not shorten it; the judge's limits back it up), and its
 printed output and last expression's ``repr`` are captured with a cap, for the
 instructor's view only. The judge then asks for names, which go back as data
 (a module or a function as a handle, anything else not data as its type name),
@@ -96,10 +96,10 @@ class NotebookRunner:
         stdout, stderr = _Capped(), _Capped()
         result, error = None, None
         saved = sys.stdout, sys.stderr
-        previous = signal.signal(signal.SIGALRM, _time_up)
+        previous = signal.signal(signal.SIGPROF, _time_up)
         sys.stdout, sys.stderr = stdout, stderr
         try:
-            signal.setitimer(signal.ITIMER_REAL, max(float(seconds), 0.001))
+            signal.setitimer(signal.ITIMER_PROF, max(float(seconds), 0.001))
             tree = ast.parse(self._transform(str(source)), "<cell>", "exec")
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr) and not str(source).rstrip().endswith(";"):
@@ -112,8 +112,8 @@ class NotebookRunner:
         except BaseException as failure:  # noqa: BLE001 - the cell's error is its output, as in Jupyter
             error = _error_record(failure)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, previous)
             sys.stdout, sys.stderr = saved
         outputs = [{"output_type": "stream", "name": name, "text": stream.text()}
                    for name, stream in (("stdout", stdout), ("stderr", stderr)) if stream.kept or stream.dropped]

@@ -6,7 +6,6 @@ frequency mistake the frequency test alone, and so on.
 """
 
 import math
-import random
 import time
 
 import torch
@@ -110,55 +109,38 @@ def test_bad_sizes_raise_value_error(student):
             student.get_positional_encoding(*args)
 
 
-def _probe_seconds(numel, repeats=5):
-    """Best-of time of an elementwise sin/cos over ``numel`` numbers, here: the machine's yardstick."""
-    probe = torch.rand(numel)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        torch.stack((probe.sin(), probe.cos()), dim=-1)
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def _is_own_table(student, table, max_seq_len, base):
-    """Whether a timed table is the student's own table for these arguments: its first rows are what an ordinary
-    call returns (asked after the timing, so it cannot prepare the timed one) and every column goes on as the
-    same steady wave. Whatever the table's mistakes (the value checks charge for those), nothing cheaper than
-    computing it passes."""
+    """Whether a measured table is the student's own table for these arguments: its first rows are what an
+    ordinary call returns and every column goes on as the same steady wave. Whatever the table's mistakes (the
+    value checks charge for those), nothing cheaper than computing it passes."""
     table = tensor(table, (max_seq_len, 32))
     head = tensor(student.get_positional_encoding(48, 32, base), (48, 32))
-    return is_close(table[:48], head, atol=1e-5) and recurrence_residual(table) < 2e-3
+    # Angles near 1e5 radians formed in float32 are off by up to ~0.006 (honest and common): the wave's tolerance
+    # allows that, and a stall or a jump (a table of zeros after some row) is off by about 1.
+    return is_close(table[:48], head, atol=1e-5) and recurrence_residual(table) < 0.02
 
 
 @graded(2, "Compute the table with whole-tensor operations (a column of positions times a row of "
            "frequencies), not with a Python loop over positions.", visibility="hidden", topic="pe-vectorized")
-def test_table_is_vectorized(student):
+def test_table_is_vectorized(student, reference):
     """The table is computed without Python loops over positions"""
-    # Many positions, few features: a vectorized table costs a few sin/cos passes over its entries, a loop over
-    # positions pays Python's per-iteration cost thousands of times (hundreds of passes). Each call is timed here,
-    # in the judge, on arguments never asked before (no cache can answer it), and must return the student's own
-    # table. A busy machine can stretch any one measurement (a call preempted once looks 20x slower), never
-    # shorten one: a vectorized table needs one quiet round out of three; a loop has none.
-    draw = random.SystemRandom()
-    ratios = []
-    for repeats in (3, 10, 30):
-        best_call = best_probe = float("inf")
-        started = time.monotonic()
-        for _ in range(repeats):
-            max_seq_len, base = draw.randrange(1500, 2040), draw.uniform(5e3, 2e4)
-            began = time.perf_counter()
-            table = student.get_positional_encoding(max_seq_len, 32, base)
-            seconds = time.perf_counter() - began
-            assert _is_own_table(student, table, max_seq_len, base), "the timed table is not the function's table"
-            best_call = min(best_call, seconds)
-            best_probe = min(best_probe, _probe_seconds(max_seq_len * 16))
-            if time.monotonic() - started > 1.0:
-                break
-        ratios.append(best_call / max(best_probe, 1e-6))
-        if ratios[-1] <= 25:
-            break
-    assert min(ratios) <= 25, "too slow"
+    # Many positions, few features: a vectorized table costs a few sin/cos passes over its entries, a Python loop
+    # over positions pays Python's per-iteration price 100 000 times (about 25 times the reference's table on
+    # any machine). Work is measured, never seconds: the CPU time of a fresh worker from its start to the reply,
+    # read by the judge from /proc, against the CPU time this judge spends on the reference's table. Neither
+    # stretches on a busy machine. The fresh worker's count includes the import of the student's file and every
+    # thread and process the submission starts, so a table prepared at import (the arguments are fixed, so they
+    # can be known in advance) or computed aside costs the same as one computed in the call: no cache or hidden
+    # helper can make a loop cheap. The table must still be the student's own (a fast wrong answer earns nothing).
+    max_seq_len, d_model, base = 100_000, 32, 9_000.0
+    table, cpu = student.cpu_of_fresh_call("get_positional_encoding", max_seq_len, d_model, base)
+    assert _is_own_table(student, table, max_seq_len, base), "the measured table is not the function's table"
+    began = time.process_time()
+    for _ in range(3):
+        reference.get_positional_encoding(max_seq_len, d_model, base)
+    yardstick = (time.process_time() - began) / 3
+    # The reference's table, a fresh worker and an import cost about 1.5 yardsticks; a loop about 25.
+    assert cpu <= max(6 * yardstick, 0.1), "too slow"
 
 
 @graded(4, "Relative position is a fixed linear map: PE[pos+k] = M_k PE[pos], because the sine and the cosine of "
