@@ -280,6 +280,8 @@ class RemoteSubmission:
     # ------------------------------------------------------------ lifecycle
 
     def _worker(self, label):
+        if self.busy:  # the student is graded again: nothing more is started for this try
+            raise MachineBusy(self.busy)
         if self.spare:
             self._check_spare()
         if self.worker is None:

@@ -1,0 +1,358 @@
+"""No point depends on wall-clock time: limits count the worker's CPU, read by the judge from /proc.
+
+The backstop's three outcomes are decided here on injected readings and an injected clock (no assertion waits
+on the wall clock); the real workers then show a sleeping call and a CPU-burning call charged, and the "no Python
+loop" check passing the reference and failing every loop, hidden or not, while busy loops load every core.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder import clocks, dispatch
+from autograder.judge import Judge
+from autograder.mutants import copy_package, load_catalogue
+from autograder.planning import Task
+from autograder.reference import load_reference
+from autograder.remote import CallTimeout, MachineBusy, RemoteSubmission, SubmissionFailure
+from autograder.results import GraderFailure
+from autograder.sandbox import Limits, choose_sandbox
+from autograder.launch import WorkerFactory
+from autograder.submission import read_files
+from lesson import CATALOGUE, CONTRACT, LESSON, MODULES, SOLUTIONS
+
+# ------------------------------------------------------------------ the backstop, on injected readings
+
+
+class _Output:
+    def text(self):
+        return ""
+
+
+class FakeWorker:
+    """A worker that never replies; ``rates`` give its CPU, run-queue wait (per wall second) and state."""
+
+    hello = {"ready": True, "cuda": False}
+    cpu_start = last_cpu = 0.0
+
+    def __init__(self, clock, cpu_rate, wait_rate, runnable):
+        self.clock, self.cpu_rate, self.wait_rate, self.runnable = clock, cpu_rate, wait_rate, runnable
+        self.imported, self.output, self.closed = set(), _Output(), False
+
+    def ready(self, deadline):
+        return self.hello
+
+    def cpu_mark(self):
+        return self.cpu_rate * self.clock.now
+
+    def usage(self):
+        return clocks.Usage(self.cpu_rate * self.clock.now, self.wait_rate * self.clock.now, self.runnable,
+                            not self.closed)
+
+    def send(self, message, blobs, deadline):
+        return "nonce"
+
+    def replied(self, seconds):
+        self.clock.now += max(seconds, 0.0)  # time passes only on the injected clock
+        return False
+
+    def receive(self, nonce, deadline, max_reply=0):
+        raise AssertionError("never replies")
+
+    def exit_detail(self):
+        return "killed"
+
+    def close(self):
+        self.closed = True
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _remote(cpu_rate, wait_rate, runnable, call_seconds=5.0):
+    clock = FakeClock()
+    sandbox = choose_sandbox("none", limits=Limits(call_seconds=call_seconds, submission_seconds=100.0))
+    workers = []
+
+    def launch():
+        workers.append(FakeWorker(clock, cpu_rate, wait_rate, runnable))
+        return workers[-1]
+
+    remote = RemoteSubmission(sandbox, launch, CONTRACT)
+    remote.clock, remote.deadline = clock, 1e9
+    return remote, clock, workers
+
+
+def test_a_call_that_computes_past_its_cpu_limit_is_charged_as_cpu():
+    remote, clock, workers = _remote(cpu_rate=1.0, wait_rate=0.0, runnable=True)
+    with pytest.raises(CallTimeout) as caught:
+        remote.split_heads(torch.zeros(1, 2, 4), 2)
+    assert "used more than 5 s of CPU time" in caught.value.summary and not caught.value.asleep
+    assert 5.0 <= clock.now < 6.0 and workers[0].closed and not remote.busy
+
+
+def test_a_call_that_sleeps_is_charged_as_waiting_without_computing():
+    remote, clock, workers = _remote(cpu_rate=0.0, wait_rate=0.0, runnable=False)
+    with pytest.raises(CallTimeout) as caught:
+        remote.split_heads(torch.zeros(1, 2, 4), 2)
+    assert "waited without computing (a sleep or a blocking call)" in caught.value.summary and caught.value.asleep
+    assert clock.now < 6.0, "a sleeper is stopped at its limit, not at the backstop: it does not stall the class"
+    assert not remote.busy
+    with pytest.raises(CallTimeout):  # its name fails fast afterwards
+        remote.split_heads(torch.zeros(1, 2, 4), 2)
+
+
+def test_a_call_starved_of_cpu_is_the_machines_fault_and_charges_nothing():
+    remote, clock, workers = _remote(cpu_rate=0.05, wait_rate=0.9, runnable=True)
+    with pytest.raises(MachineBusy):
+        remote.split_heads(torch.zeros(1, 2, 4), 2)
+    assert clock.now >= 4 * 5.0, "only the wall-clock backstop decides a starved call"
+    assert remote.busy and workers[0].closed
+    with pytest.raises(MachineBusy):  # every later call stops at once: the whole student is graded again
+        remote.combine_heads(torch.zeros(1, 2, 2, 2))
+    assert len(workers) == 1
+
+
+def test_without_run_queue_figures_the_threads_state_decides():
+    starved = clocks.Samples()
+    starved.add(1.0, 0.0, 0.0, True)
+    asleep = clocks.Samples()
+    asleep.add(1.0, 0.0, 0.0, False)
+    assert not starved.mostly_asleep and not asleep.mostly_starved and asleep.mostly_asleep
+    computing = clocks.Samples()
+    computing.add(1.0, 0.9, 0.0, True)
+    assert not computing.mostly_asleep and not computing.mostly_starved
+
+
+def test_a_worker_that_lowers_its_own_priority_is_never_runnable_for_the_judge():
+    """A submission that nices itself (or goes SCHED_IDLE) waits by its own choice: that must not read as a busy
+    machine, or it could buy retries."""
+    spin = "import os, sys; os.nice(int(sys.argv[1]))\nwhile True: pass"
+    normal = subprocess.Popen([sys.executable, "-c", spin, "0"])
+    niced = subprocess.Popen([sys.executable, "-c", spin, "5"])
+    try:
+        for _ in range(200):  # wait until the niced one has applied its nice value (read, never timed)
+            if int(clocks._fields(Path(f"/proc/{niced.pid}/stat").read_bytes())[16]) == 5:
+                break
+            os.sched_yield()
+        assert not clocks.usage([niced.pid], nice=0).runnable
+        assert clocks.usage([normal.pid], nice=0).runnable  # a spinning process is always running or runnable
+    finally:
+        for process in (normal, niced):
+            process.kill()
+            process.wait()
+
+
+def test_machine_busy_is_retried_a_bounded_number_of_times_then_says_the_student_needs_grading(tmp_path,
+                                                                                               monkeypatch):
+    calls = []
+
+    def busy(prepared, sandbox, judge, out_dir=None):
+        calls.append(prepared.task.student)
+        return dispatch.failed_result(prepared.task, sandbox, GraderFailure("machine_busy", "waited for a CPU"))
+
+    monkeypatch.setattr(dispatch, "grade_prepared", busy)
+    copy_package(SOLUTIONS, tmp_path / "class" / "alice", MODULES)
+    done = []
+    task = Task("alice", str(tmp_path / "class" / "alice"), "fp")
+    dispatch.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append, LESSON)
+    assert calls == ["alice"] * (1 + dispatch.RETRIES)
+    result = done[0]
+    assert result.tests == () and result.score == 0 and result.unfinished.kind == "machine_busy"
+    assert "still needs grading" in result.notes[-1]
+    assert dispatch.needs_retry(result)
+
+
+def test_a_busy_judge_returns_an_unfinished_result_with_no_test_charged(monkeypatch):
+    judge = Judge(LESSON)
+
+    def starved(self, submission):
+        submission.busy = "a call waited 80 s for a CPU"
+        return [], [], {}
+
+    monkeypatch.setattr(Judge, "run_hidden_tests", starved)
+    files, _ = read_files(SOLUTIONS, CONTRACT)
+    result = judge.grade("alice", files, {}, choose_sandbox("none"), lambda: None)
+    assert result.tests == () and result.unfinished.kind == "machine_busy" and dispatch.needs_retry(result)
+
+
+# ------------------------------------------------------------------ real workers
+
+
+@pytest.fixture
+def busy_machine():
+    """Three busy loops per core for the test's duration (ended by their own pids)."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3 * (os.cpu_count() or 1))]
+    try:
+        yield loops
+    finally:
+        for loop in loops:
+            loop.send_signal(signal.SIGKILL)
+            loop.wait()
+
+
+@pytest.fixture(scope="module")
+def factory():
+    with tempfile.TemporaryDirectory(prefix="clocks-") as scratch:
+        made = WorkerFactory(choose_sandbox("auto", limits=Limits(call_seconds=2.0)), scratch, LESSON)
+        try:
+            yield made, Path(scratch)
+        finally:
+            made.close()
+
+
+def _submission(factory, folder):
+    made, scratch = factory
+    files, _ = read_files(folder, CONTRACT)
+    return RemoteSubmission(made.sandbox, made.launcher(files, scratch), CONTRACT, files=files)
+
+
+def _edited(tmp_path, name, old, new):
+    folder = copy_package(SOLUTIONS, tmp_path / name, MODULES)
+    path = folder / "positional_encoding.py"
+    source = path.read_text()
+    assert old in source
+    path.write_text(source.replace(old, new, 1))
+    return folder
+
+
+FIRST_LINE = "    if max_seq_len < 1:"
+
+
+def test_a_sleeping_call_gets_nothing_and_the_next_call_still_works(tmp_path, factory):
+    folder = _edited(tmp_path, "sleeper", FIRST_LINE, "    import time; time.sleep(10_000)\n" + FIRST_LINE)
+    remote = _submission(factory, folder)
+    try:
+        with pytest.raises(CallTimeout) as caught:
+            remote.get_positional_encoding(4, 8)
+        assert caught.value.asleep and not remote.busy
+        assert tuple(remote.split_heads(torch.zeros(1, 2, 4), 2).shape) == (1, 2, 2, 2)
+    finally:
+        remote.close()
+
+
+def test_a_cpu_burning_call_is_charged(tmp_path, factory):
+    folder = _edited(tmp_path, "burner", FIRST_LINE, "    while True:\n        pass\n" + FIRST_LINE)
+    remote = _submission(factory, folder)
+    try:
+        with pytest.raises(CallTimeout) as caught:
+            remote.get_positional_encoding(4, 8)
+        assert "used more than 2 s of CPU time" in caught.value.summary and not remote.busy
+    finally:
+        remote.close()
+
+
+# The lesson's loop, hidden in the ways a submission might try (each a replacement of the table's computation).
+LOOP = """
+    def _loop(max_seq_len, d_model, base):
+        rows = []
+        for pos in range(max_seq_len):
+            row = []
+            for i in range(0, d_model, 2):
+                angle = pos / base ** (i / d_model)
+                row += [math.sin(angle), math.cos(angle)]
+            rows.append(row)
+        return rows
+"""
+HIDDEN_LOOPS = {
+    "loop-in-a-thread": """
+    import threading
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(rows=_loop(max_seq_len, d_model, base)))
+    worker.start()
+    worker.join()
+    return torch.tensor(out["rows"], dtype=torch.float32)""",
+    "loop-in-a-child-process": """
+    import os, pickle
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.write(write, pickle.dumps(_loop(max_seq_len, d_model, base)))
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 1 << 20):
+        data += chunk
+    return torch.tensor(pickle.loads(data), dtype=torch.float32)""",
+}
+# The check's arguments are fixed (seeded, never drawn from the system), so a submission can prepare them: at import.
+PRECOMPUTED = """
+
+_READY = {}
+for _args in [(60_000, 32, 9_000.0)]:
+    _READY[_args] = torch.tensor(_loop_at_import(*_args), dtype=torch.float32)
+"""
+
+
+def _loop_folder(tmp_path, name, body):
+    folder = copy_package(SOLUTIONS, tmp_path / name, MODULES)
+    path = folder / "positional_encoding.py"
+    source = path.read_text()
+    start = source.index("    position = torch.arange(max_seq_len, dtype=torch.float64)")
+    end = source.index("    return pe.flatten(1)  # (seq, d_model)") + len("    return pe.flatten(1)  # (seq, d_model)")
+    source = source[:start] + LOOP + body + source[end:]
+    path.write_text(source)
+    return folder
+
+
+def _precomputed_folder(tmp_path):
+    folder = _loop_folder(tmp_path, "precomputed-at-import", """
+    cached = _READY.get((max_seq_len, d_model, float(base)))
+    if cached is not None:
+        return cached.clone()
+    return torch.tensor(_loop(max_seq_len, d_model, base), dtype=torch.float32)""")
+    path = folder / "positional_encoding.py"
+    helper = "\n\ndef _loop_at_import" + LOOP.split("def _loop", 1)[1].replace("\n    ", "\n")
+    path.write_text(path.read_text() + helper + PRECOMPUTED)
+    return folder
+
+
+def _vectorized_check():
+    from autograder.lessons.mha_pe.hidden_tests import check_positional_encoding
+
+    return check_positional_encoding.test_table_is_vectorized
+
+
+def _passes(factory, folder):
+    remote = _submission(factory, folder)
+    try:
+        _vectorized_check()(remote, load_reference(LESSON))
+        return True
+    except (AssertionError, SubmissionFailure):  # a loop may even run past the call's CPU limit
+        return False
+    finally:
+        remote.close()
+
+
+@pytest.fixture
+def one_thread():
+    """torch in one thread, as in every judge (dispatch.judge_loop)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_vectorized_check_measures_work_under_load(tmp_path, factory, one_thread, busy_machine):
+    hostile = {entry.id: entry for entry in load_catalogue(CATALOGUE / "hostile.toml", "hostile")}
+    variants = {entry.id: entry for entry in load_catalogue(CATALOGUE / "variants.toml", "variant")}
+    from autograder.mutants import build
+
+    assert _passes(factory, SOLUTIONS), "the reference is vectorized"
+    assert _passes(factory, build(variants["pe-float32-pow"], tmp_path / "float32", LESSON))
+    assert not _passes(factory, build(hostile["lru-cached-loop"], tmp_path / "lru", LESSON))
+    assert not _passes(factory, build(hostile["fast-wrong-when-large"], tmp_path / "zeros", LESSON))
+    assert not _passes(factory, build(variants["pe-article-loops"], tmp_path / "article", LESSON))
+    for name, body in HIDDEN_LOOPS.items():
+        assert not _passes(factory, _loop_folder(tmp_path, name, body)), name
+    assert not _passes(factory, _precomputed_folder(tmp_path)), "work done at import is counted"
