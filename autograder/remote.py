@@ -388,6 +388,10 @@ class RemoteSubmission:
         left = self.budget - self.cpu_spent(worker, mark)
         if left <= 0:
             raise SubmissionTimeout(self.budget)
+        if began >= self.deadline:  # the whole submission's backstop, passed between calls
+            if self.samples.mostly_starved:
+                raise self._machine_busy("the submission's wall-clock backstop passed while it waited for a CPU")
+            raise SubmissionTimeout(self.budget, asleep=True)
         backstop = min(began + BACKSTOP * limit, self.deadline)
         blobs = []
         for key in ("args", "kwargs", "override"):
@@ -434,7 +438,10 @@ class RemoteSubmission:
         ``cpu_limit`` (charged), when it has mostly slept for ``limit`` wall seconds (charged), or at the
         ``backstop``: charged if it slept, the machine's fault (MachineBusy) if it was ready to run and waited
         for a CPU."""
-        call, look, last = clocks.Samples(), began + FIRST_LOOK, None
+        look = began + FIRST_LOOK
+        if worker.replied(min(look, backstop) - self.clock()):
+            return  # the common case: no reading, nothing kept
+        call, last = clocks.Samples(), None
         try:
             while not worker.replied(min(look, backstop) - self.clock()):
                 now, reading = self.clock(), worker.usage()

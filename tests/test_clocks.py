@@ -356,3 +356,18 @@ def test_the_vectorized_check_measures_work_under_load(tmp_path, factory, one_th
     for name, body in HIDDEN_LOOPS.items():
         assert not _passes(factory, _loop_folder(tmp_path, name, body)), name
     assert not _passes(factory, _precomputed_folder(tmp_path)), "work done at import is counted"
+
+
+def test_the_whole_submissions_backstop_charges_a_sleeper_and_spares_a_starved_one():
+    from autograder.remote import SubmissionTimeout
+
+    remote, clock, _ = _remote(cpu_rate=0.0, wait_rate=0.0, runnable=False)
+    remote.deadline = 0.0
+    with pytest.raises(SubmissionTimeout) as caught:
+        remote.split_heads(torch.zeros(1, 2, 4), 2)
+    assert "waited without computing" in caught.value.summary and not remote.busy
+    remote, clock, _ = _remote(cpu_rate=0.0, wait_rate=0.0, runnable=False)
+    remote.deadline = 0.0
+    remote.samples.add(100.0, 1.0, 90.0, True)  # what its earlier long calls were made of
+    with pytest.raises(MachineBusy):
+        remote.split_heads(torch.zeros(1, 2, 4), 2)
