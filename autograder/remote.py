@@ -402,7 +402,7 @@ class RemoteSubmission:
             self._await(worker, label, limit, min(limit, left), mark, began, backstop)
             reply, reply_blobs = worker.receive(nonce, backstop, self.limits.reply_bytes)
         except protocol.ChannelTimeout:  # it stopped reading its request, or stopped half-way through a reply
-            self._discard(f"{label} stopped reading or writing; the worker was restarted", worker)
+            self._discard(f"{label} stopped reading or writing past its time limit; the worker was restarted", worker)
             raise CallTimeout(label, limit, asleep=True) from None
         except (protocol.ProtocolError, OSError) as error:
             # Whatever the worker sent or did, it is the submission's doing: its tests fail as after a crash.
@@ -459,7 +459,7 @@ class RemoteSubmission:
                         raise SubmissionTimeout(self.budget)
                     raise CallTimeout(label, limit)
                 if now >= backstop or (now - began >= limit and call.mostly_asleep):
-                    self._discard(f"{label} ran past its wall-clock backstop; the worker was restarted", worker)
+                    self._discard(f"{label} waited past its time limit; the worker was restarted", worker)
                     if call.mostly_starved:
                         raise self._machine_busy(f"{label} waited {now - began:.0f} s for a CPU and used "
                                                  f"{reading.cpu - mark:.1f} s of it")

@@ -100,7 +100,8 @@ get_ipython().events.register("pre_run_cell", _leak)
 %time head_dim = lambda d_model, num_heads: d_model // num_heads
 """
 EXITS = "import os\nos._exit(3)\n"
-HANGS = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+HANGS = ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nsignal.signal(signal.SIGPROF, signal.SIG_IGN)\n"
+         "while True:\n    pass\n")  # the worker's own timers ignored: the judge's CPU limit stops it
 SCRIPT = "<script>alert('stored in formgrader')</script> Permuting the input permutes the output."
 LONG_ID = "étudiant-" + "é" * 110  # past the 100-character bound of a file name made from an id
 SECRETS = ("head_dim(512", "head_dim(768", "head_dim(12, 4)", "HIDDEN TESTS", "== 64")
