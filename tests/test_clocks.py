@@ -289,7 +289,7 @@ HIDDEN_LOOPS = {
 PRECOMPUTED = """
 
 _READY = {}
-for _args in [(60_000, 32, 9_000.0)]:
+for _args in [(30_000, 32, 9_000.0)]:
     _READY[_args] = torch.tensor(_loop_at_import(*_args), dtype=torch.float32)
 """
 
