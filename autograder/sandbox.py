@@ -51,9 +51,10 @@ class Limits:
     open_files: int = 256
     cpu_seconds: int = 900
     tmp_bytes: int = 64 << 20
-    call_seconds: float = 20.0
+    # CPU seconds of the worker's processes, read by the judge (remote.py); the wall clock only backs them up
+    call_seconds: float = 20.0  # one call, or one import
     submission_seconds: float = 240.0
-    start_seconds: float = 60.0
+    start_seconds: float = 60.0  # wall seconds for a worker's hello (no student code runs before it)
     output_bytes: int = 32 << 10
     reply_bytes: int = 64 << 20  # one reply from a worker, JSON and tensor bytes together
     cell_seconds: float = 30.0  # one notebook cell (the worker's timer; the judge's deadline a little later)
