@@ -138,20 +138,19 @@ def test_without_run_queue_figures_the_threads_state_decides():
 def test_a_worker_that_lowers_its_own_priority_is_never_runnable_for_the_judge():
     """A submission that nices itself (or goes SCHED_IDLE) waits by its own choice: that must not read as a busy
     machine, or it could buy retries."""
-    spin = "import os, sys; os.nice(int(sys.argv[1]))\nwhile True: pass"
-    normal = subprocess.Popen([sys.executable, "-c", spin, "0"])
-    niced = subprocess.Popen([sys.executable, "-c", spin, "5"])
+    spin = "import os, sys; os.nice(int(sys.argv[1])); print(flush=True)\nwhile True: pass"
+    normal = subprocess.Popen([sys.executable, "-c", spin, "0"], stdout=subprocess.PIPE)
+    niced = subprocess.Popen([sys.executable, "-c", spin, "5"], stdout=subprocess.PIPE)
     try:
-        for _ in range(200):  # wait until the niced one has applied its nice value (read, never timed)
-            if int(clocks._fields(Path(f"/proc/{niced.pid}/stat").read_bytes())[16]) == 5:
-                break
-            os.sched_yield()
+        for process in (normal, niced):  # each says when it is about to spin (read, never timed)
+            process.stdout.readline()
         assert not clocks.usage([niced.pid], nice=0).runnable
         assert clocks.usage([normal.pid], nice=0).runnable  # a spinning process is always running or runnable
     finally:
         for process in (normal, niced):
             process.kill()
             process.wait()
+            process.stdout.close()
 
 
 def test_machine_busy_is_retried_a_bounded_number_of_times_then_says_the_student_needs_grading(tmp_path,
