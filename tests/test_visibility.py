@@ -182,3 +182,33 @@ def test_a_confined_worker_of_a_plain_install_finds_no_instructor_data(installed
     prelude = _unshare_prelude(tmp_path)
     output = _drive(python, files, ["uid-own"], tmp_path, ["unshare", "-m", "bash", "-c", prelude, "confined"])
     assert _found(output, "uid-own") == []
+
+
+def _shapes(source):
+    """Every shape written in ``source``: int tuples, and the int arguments of a call that takes two or more."""
+    import ast
+
+    def ints(nodes):
+        values = [node.value for node in nodes if isinstance(node, ast.Constant) and type(node.value) is int]
+        return tuple(values) if len(values) == len(nodes) >= 2 else None
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        shape = ints(node.elts) if isinstance(node, ast.Tuple) else ints(node.args) if isinstance(node, ast.Call) else None
+        if shape:
+            found.add(shape)
+    return found
+
+
+def test_the_warm_up_holds_no_shape_a_hidden_test_uses():
+    """The warm-up's text reaches the zygote, whose memory every worker inherits (and a confined worker's
+    environment): it may show which operations the checks run, never the inputs they run them on."""
+    import inspect
+
+    from autograder.worker import main
+
+    hidden = set().union(*(_shapes(path.read_text()) for path in LESSON.hidden_tests.rglob("*.py")))
+    assert {(2, 5, 8), (2, 3, 4)} <= hidden  # the device checks' inputs are among them
+    warm = _shapes(LESSON.warm_up.read_text()) | _shapes(inspect.getsource(main.warm_up))
+    assert len(warm) >= 5
+    assert warm & hidden == set()
