@@ -212,3 +212,29 @@ def test_the_warm_up_holds_no_shape_a_hidden_test_uses():
     warm = _shapes(LESSON.warm_up.read_text()) | _shapes(inspect.getsource(main.warm_up))
     assert len(warm) >= 5
     assert warm & hidden == set()
+
+
+def test_landlock_rules_never_name_a_folder_that_holds_the_kit(tmp_path):
+    from autograder.worker.confine import beside
+
+    site = tmp_path / "env" / "lib" / "site-packages"
+    for name in ("torch", "numpy", "autograder/lessons", "kit.dist-info"):
+        (site / name).mkdir(parents=True)
+    (site / "other.py").write_text("")
+    (tmp_path / "env" / "lib64").symlink_to("lib")  # a link to a parent of the kit would allow all of it
+    (tmp_path / "env" / "pyvenv.cfg").write_text("")
+    hidden = [site / "autograder", site / "kit.dist-info"]
+    allowed = {Path(path) for path in beside([tmp_path / "env", "/usr"], hidden)}
+    assert allowed == {site / "torch", site / "numpy", site / "other.py", tmp_path / "env" / "pyvenv.cfg", Path("/usr")}
+    assert beside([tmp_path / "elsewhere"], hidden) == [str(tmp_path / "elsewhere")]
+
+
+def test_without_landlock_the_installed_lessons_are_locked(tmp_path, monkeypatch):
+    from autograder import sandbox
+
+    package = tmp_path / "site-packages" / "autograder"
+    (package / "lessons" / "one").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "kit_install", lambda: (package, tmp_path / "site-packages" / "kit.pth"))
+    sandbox.lock_instructor_folders([])
+    assert (package / "lessons").stat().st_mode & 0o777 == 0o700
+    assert package.stat().st_mode & 0o077 != 0  # the rest of the engine (public code) is left as it was
