@@ -16,6 +16,8 @@ system-call filter) before any student code runs, and when it ends every
 process of its user is killed.
 """
 
+import functools
+import importlib.metadata
 import itertools
 import json
 import os
@@ -76,10 +78,17 @@ class Sandbox:
         return self.mode in ISOLATED
 
 
+def _site_dirs():
+    """Every folder of installed packages on this interpreter's path: the environment's own and those its ``.pth``
+    files add (a virtual environment that reuses another's packages)."""
+    return {Path(entry).resolve() for entry in sys.path
+            if Path(entry).name in ("site-packages", "dist-packages") and Path(entry).is_dir()}
+
+
 def _runtime_paths():
-    """Folders the worker's Python needs: the interpreter's install and the environment's packages."""
+    """Folders the worker's Python needs: the interpreter's install and every folder of installed packages."""
     roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.exec_prefix).resolve(),
-             Path(sys.executable).resolve().parent.parent}
+             Path(sys.executable).resolve().parent.parent, *_site_dirs()}
     # Keep the outermost folders only; /usr is bound anyway.
     ordered = sorted(roots, key=lambda p: len(p.parts))
     kept = []
@@ -88,6 +97,31 @@ def _runtime_paths():
         if not under_usr and not any(path == k or k in path.parents for k in kept):
             kept.append(path)
     return kept
+
+
+@functools.cache
+def kit_install():
+    """What no worker may see of the kit's own install: the installed package (the engine, the lessons with their
+    descriptors, hidden tests and catalogues; the worker gets its own copy of ``worker/``) and every file its
+    distribution put beside it (metadata listing the lesson's files, an editable install's finder and ``.pth``)."""
+    package = Path(__file__).resolve().parent
+    hidden = {package}
+    for name in importlib.metadata.packages_distributions().get(package.name, ()):
+        dist = importlib.metadata.distribution(name)
+        for file in dist.files or ():
+            if not file.parts or ".." in file.parts:
+                continue  # a script installed elsewhere (bin/): not beside the packages
+            # A shared __pycache__ holds other packages' files too: only the kit's own are hidden.
+            top = file.parts[:2] if file.parts[0] == "__pycache__" else file.parts[:1]
+            path = Path(dist.locate_file(Path(*top)))
+            if path.exists():
+                hidden.add(path.absolute())
+    return tuple(sorted(hidden))
+
+
+def _hidden_under(roots):
+    """The kit's installed entries that lie in one of ``roots`` (what a worker's view of them must leave out)."""
+    return [path for path in kit_install() if any(root == path or root in path.parents for root in map(Path, roots))]
 
 
 def _parents_args(path, made):
@@ -153,8 +187,12 @@ def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None, wri
     # The private /tmp first: a runtime that lives under /tmp is bound on top of it, not hidden by it.
     args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
     args += _system_args()
-    for path in _runtime_paths():
+    runtime = _runtime_paths()
+    for path in runtime:
         args += _parents_args(path, made) + ["--ro-bind", str(path), str(path)]
+    for path in _hidden_under([*runtime, "/usr"]):  # the kit's own install, emptied: a folder an empty read-only tmpfs
+        args += (["--perms", "0555", "--tmpfs", str(path), "--remount-ro", str(path)] if path.is_dir()
+                 else ["--ro-bind", "/dev/null", str(path)])
     args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/grader",
              "--ro-bind", str(WORKER_DIR), "/opt/grader/worker"]
     for source, target in binds:
@@ -215,7 +253,10 @@ def _confined(sandbox, command, scratch_dir, submission_dir, extra_env=None):
     for path in [Path(submission_dir), *Path(submission_dir).iterdir()]:  # this worker's user alone reads them
         os.chown(path, uid, uid)
         os.chmod(path, 0o500 if path.is_dir() else 0o400)
-    plan = {"uid": uid, "gid": uid, "read": _read_only_roots(code, submission_dir), "write": [str(home)]}
+    read = _read_only_roots(code, submission_dir)
+    # Landlock allows whole folders: the worker allows what lies beside the kit's install, never a parent of it.
+    plan = {"uid": uid, "gid": uid, "read": read, "hide": [str(path) for path in _hidden_under(read)],
+            "write": [str(home)]}
     env = dict(worker_environment(sandbox), **(extra_env or {}), PYTHONPATH=str(code), HOME=str(home),
                MPLCONFIGDIR=str(home),
                TMPDIR=str(home), GRADER_CONFINE=json.dumps(plan))
@@ -327,7 +368,8 @@ def choose_sandbox(mode="auto", limits=None, threads=1, fork=True):
 
 
 def lock_instructor_folders(paths):
-    """Without Landlock, what a confined worker's user must not read is made readable by its owner only."""
-    for path in paths:
+    """Without Landlock, what a confined worker's user must not read is made readable by its owner only: ``paths``
+    and the installed kit's lessons (every lesson's descriptor, hidden tests and catalogue, whichever is graded)."""
+    for path in [*paths, *(entry / "lessons" for entry in kit_install())]:
         if Path(path).exists():
             os.chmod(path, 0o700)
