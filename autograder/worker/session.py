@@ -12,6 +12,7 @@ returned, tensors included (parameters, buffers, gradients), for the judge to
 check against its own computations.
 """
 
+import builtins
 import importlib
 import itertools
 import logging
@@ -90,6 +91,8 @@ class Session:
             "message": _safe_text(error),
             "where": self._where(error.__traceback__),
         }
+        if isinstance(error, ModuleNotFoundError) and isinstance(error.name, str):
+            record["missing"] = error.name[:100]  # the module it could not find: the judge names it if it knows it
         if isinstance(error, SyntaxError) and error.filename:
             record["where"] = f"{os.path.basename(error.filename)}:{error.lineno}"
         return record
@@ -363,6 +366,27 @@ def install_tripwires(session):
             wrap(target, "forward", path)
         else:
             wrap(owner, path.rsplit(".", 1)[-1], path)
+
+
+def install_import_guard(contract: Contract) -> None:
+    """Refuse a student file's import of a top-level module that is not the standard library, the student's own
+    package or one of the assignment's ``packages``: the grader promises those alone, so a package this machine
+    happens to have fails here as it fails wherever it is missing (the judge's static scan names it in the
+    feedback). A contract that lists no packages declares nothing, and nothing is refused."""
+    if not contract.packages:
+        return
+    allowed = set(sys.stdlib_module_names) | set(contract.packages) | {contract.package}
+    prefix, original = contract.package + ".", builtins.__import__
+
+    def guarded(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and isinstance(globals, dict) and str(globals.get("__name__", "")).startswith(prefix):
+            top = str(name).partition(".")[0]
+            if top not in allowed:
+                raise ModuleNotFoundError(f"No module named {top!r}: the grader installs only "
+                                          f"{', '.join(contract.packages)}", name=top)
+        return original(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = guarded
 
 
 def _resolve(path):
