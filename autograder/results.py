@@ -150,6 +150,7 @@ class SubmissionResult:
     extra: dict[str, Any] = field(default_factory=dict)  # the submission's own output and messages (instructor)
     grader_failures: tuple[GraderFailure, ...] = ()
     notebook: NotebookSummary | None = None  # None when the notebook was not graded (``--skip-notebook``)
+    notices: tuple[str, ...] = ()  # for the student, in the judge's words: shown at the top of the feedback
 
     @property
     def score(self) -> float:
@@ -184,6 +185,7 @@ class SubmissionResult:
             "tests": [test.to_json() for test in self.tests],
             "extra_data": dict(extra, student=self.student, max_score=self.max_score, sandbox=self.sandbox,
                                fingerprint=self.fingerprint, notes=list(self.notes),
+                               **({"notices": list(self.notices)} if self.notices else {}),
                                grader_failures=[failure.to_json() for failure in self.grader_failures]),
         }
 
@@ -204,6 +206,7 @@ class SubmissionResult:
             sandbox=str(extra.pop("sandbox", "bwrap")),
             fingerprint=str(extra.pop("fingerprint", "")),
             notes=tuple(str(note) for note in extra.pop("notes", [])),
+            notices=tuple(str(notice) for notice in extra.pop("notices", [])),
             grader_failures=tuple(GraderFailure.from_json(item) for item in extra.pop("grader_failures", [])),
             notebook=notebook,
             extra=extra,

@@ -63,10 +63,11 @@ def serve(root, in_fd, out_fd, contract):
     """Answer the judge's requests about the submission in ``root`` (shaped as ``contract`` says) until the judge
     closes the channel."""
     from . import protocol
-    from .session import Session, install_tripwires
+    from .session import Session, install_import_guard, install_tripwires
 
     session = Session(root, contract)
     install_tripwires(session)
+    install_import_guard(contract)
     while True:
         try:
             message, blobs = protocol.receive(in_fd)
