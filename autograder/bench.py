@@ -87,7 +87,7 @@ def grading_rate(class_dir: str | Path, jobs: int, assignment: Assignment, sandb
     with tempfile.TemporaryDirectory(prefix="grader-bench-out-") as out:
         start = time.perf_counter()
         grade_class(class_dir, out, jobs=jobs, sandbox_mode=sandbox, emit=lambda line: None, progress=finishes,
-                    skip_notebook=True, assignment=assignment)
+                    skip_notebook=True, assignment=assignment, unisolated_ok=True)
         whole = (time.perf_counter() - start) / max(len(finishes.marks), 1)
     first = len(finishes.marks) // 4
     (t0, cpu0), (t1, cpu1) = finishes.marks[first], finishes.marks[-1]
@@ -138,7 +138,7 @@ def notebook_stage(count: int, emit: Callable[[str], None], assignment: Assignme
     from .submission import read_submission
     from .launch import WorkerFactory
 
-    sandbox = choose_sandbox(sandbox_mode)
+    sandbox = choose_sandbox(sandbox_mode, unisolated_ok=True)  # the kit's own material
     answered = assignment.source_notebook().read_bytes()
     intake = read_submission(assignment.solutions, assignment.contract)
     intake = type(intake)(intake.files, answered, {})

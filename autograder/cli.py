@@ -12,6 +12,9 @@ from .assignment import resolve
 from .errors import KitError
 from .sandbox import MODES
 
+UNISOLATED_HELP = ("accept records graded with --sandbox none (trusted code only); a record whose seal fails is "
+                   "refused all the same")
+
 
 def _release(args):
     from .release import release
@@ -97,14 +100,15 @@ def _figures(args):
 def _merge(args):
     from .merge import merge
 
-    merge(args.shards, args.out, assignment=resolve(args.assignment))
+    merge(args.shards, args.out, assignment=resolve(args.assignment), allow_unisolated=args.allow_unisolated)
     return 0
 
 
 def _final_gradebook(args):
     from .final_gradebook import export_final_gradebook
 
-    export_final_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment))
+    export_final_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment),
+                           allow_unisolated=args.allow_unisolated)
     return 0
 
 
@@ -155,6 +159,7 @@ def build_parser():
     mrg = commands.add_parser("merge", parents=[lesson], help="combine the outputs of 'grade --shard I/N' runs")
     mrg.add_argument("shards", nargs="+", metavar="OUT_I", help="the shards' --out folders")
     mrg.add_argument("--out", required=True, metavar="OUT_DIR")
+    mrg.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     mrg.set_defaults(run=_merge)
 
     gs = commands.add_parser("gradescope", parents=[lesson], help="write a Gradescope autograder zip")
@@ -180,6 +185,7 @@ def build_parser():
                                help="after formgrader: fold the manual grades in, rewrite the reports and feedback, "
                                "write final_gradebook.csv (code + notebook)")
     book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
+    book.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     book.set_defaults(run=_final_gradebook)
 
     val = commands.add_parser("validate", parents=[lesson], help="grade the reference (full marks), the stubs (zero), the bug "

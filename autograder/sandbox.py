@@ -1,4 +1,4 @@
-"""How a worker process is started: inside bubblewrap, confined without namespaces, or (said loudly) neither.
+"""How a worker process is started: inside bubblewrap, confined without namespaces, or (asked for by name) neither.
 
 The bwrap sandbox gives the worker: no network; a read-only view of only the
 Python runtime, its installed packages, the worker's own code
@@ -33,7 +33,7 @@ from .errors import KitError
 
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 NOBODY = 65534
-# auto: the strongest that works; isolated: bwrap or uid, never none.
+# auto and isolated: the strongest that works (bwrap, then uid), never none; none only when asked for by name.
 Mode = Literal["bwrap", "uid", "none"]  # what a resolved sandbox is
 Requested = Literal["auto", "bwrap", "uid", "isolated", "none"]  # what --sandbox may ask for
 MODES: tuple[Requested, ...] = get_args(Requested)
@@ -322,26 +322,89 @@ def _trial(sandbox):
     return None
 
 
+# bwrap's own words for a kernel that refuses it user namespaces, and what they mean.
+_USERNS_REFUSED = ("No permissions to create new namespace", "setting up uid map", "Creating new namespace failed",
+                   "unshare", "Operation not permitted")
+
+
 def _bwrap_problem(limits, threads):
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"
     if os.geteuid() == 0 and not os.path.exists("/usr/bin/setpriv"):
         return "setpriv (util-linux) is missing, needed to drop root inside the sandbox"
-    return _trial(Sandbox("bwrap", "", limits, threads))
+    reason = _trial(Sandbox("bwrap", "", limits, threads))
+    if reason and any(words in reason for words in _USERNS_REFUSED):
+        return (f"user namespaces are refused here ({reason}; see kernel.unprivileged_userns_clone, "
+                f"kernel.apparmor_restrict_unprivileged_userns or the container's seccomp policy)")
+    return reason
+
+
+def _runtime_roots():
+    """The folders of the Python a worker runs: the interpreter's install, the environment, its executable's."""
+    return list(dict.fromkeys(Path(path) for path in (sys.base_prefix, sys.prefix, Path(sys.executable).parent)))
+
+
+def _closed_ancestor(path):
+    """The first folder on the way to ``path`` (itself included) an unprivileged user may not pass or read, or
+    None."""
+    path = Path(path).resolve()
+    for folder in [*reversed(path.parents), path]:
+        try:
+            if folder.stat().st_mode & 0o005 != 0o005:
+                return folder
+        except OSError:
+            return folder
+    return None
+
+
+def system_python():
+    """A Python of the distribution's (under /usr, readable by every user) of this minor version, or None."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (f"/usr/bin/python{version}", "/usr/bin/python3"):
+        try:
+            done = subprocess.run([candidate, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0 and done.stdout.strip() == version and _closed_ancestor(candidate) is None:
+            return candidate
+    return None
+
+
+def runtime_problem():
+    """Why a worker's own user could not run this Python (a runtime under a folder such as ``/root``, mode 0700:
+    a pyenv, say), with the fix; None when every user can read it."""
+    for root in _runtime_roots():
+        closed = _closed_ancestor(root)
+        if closed is not None:
+            python = system_python()
+            fix = (f"build .venv from the distribution's Python: rm -rf .venv && make PYTHON={python}" if python else
+                   "install the distribution's Python (apt-get install python3-venv), then: rm -rf .venv && "
+                   "make PYTHON=/usr/bin/python3")
+            try:
+                why = f"{closed} is mode {closed.stat().st_mode & 0o777:04o}"
+            except OSError as error:
+                why = f"{closed}: {os.strerror(error.errno or 0)}"
+            return f"the Python runtime under {root.resolve()} is not readable by an unprivileged user ({why}); {fix}"
+    return None
 
 
 def _uid_problem(limits, threads):
     """None and the Landlock ABI when confined workers work here, else the reason."""
     if os.geteuid() != 0:
         return "confining workers without namespaces needs root (to give each worker a user of its own)", 0
+    problem = runtime_problem()
+    if problem:
+        return problem, 0
     outcome = _trial(Sandbox("uid", "", limits, threads))
     return outcome if isinstance(outcome, tuple) else (outcome, 0)
 
 
-def choose_sandbox(mode="auto", limits=None, threads=1, fork=True):
-    """Resolve ``--sandbox``: the strongest mode that works for ``auto`` (bwrap, then uid, then none with a
-    loud note); ``isolated`` is bwrap or uid; ``bwrap`` and ``uid`` must work. KitError when what was asked
-    for does not work here."""
+def choose_sandbox(mode="auto", limits=None, threads=1, fork=True, unisolated_ok=False):
+    """Resolve ``--sandbox``: ``auto`` is the strongest mode that works (bwrap, then uid), else a KitError that
+    names why each failed and the fix; ``isolated`` is the same; ``bwrap`` and ``uid`` must work; ``none`` runs
+    unisolated only because it was asked for by name. ``unisolated_ok`` (the demo and ``validate``, which run the
+    kit's own material only) lets ``auto`` fall back to none with a loud note."""
     if mode not in MODES:
         raise KitError(f"--sandbox must be one of {', '.join(MODES)}, got {mode!r}")
     limits = limits or Limits()
@@ -361,10 +424,13 @@ def choose_sandbox(mode="auto", limits=None, threads=1, fork=True):
         return Sandbox("uid", f"bubblewrap refused; workers confined by a user of their own, a system-call filter "
                               f"and {how}", limits, threads, False, abi)
     reasons.append(f"uid: {reason}")
-    if mode in ("uid", "isolated"):
-        raise KitError(f"--sandbox {mode} does not work here: {'; '.join(reasons)}")
-    return Sandbox("none", f"SANDBOX OFF: {'; '.join(reasons)}; student code ran without isolation", limits,
-                   threads)
+    if mode == "auto" and unisolated_ok:
+        return Sandbox("none", f"SANDBOX OFF: {'; '.join(reasons)}; student code ran without isolation", limits,
+                       threads)
+    if mode == "auto":
+        raise KitError(f"no sandbox works here, so nothing is graded: {'; '.join(reasons)} (--sandbox none grades "
+                       f"without isolation: trusted code only)")
+    raise KitError(f"--sandbox {mode} does not work here: {'; '.join(reasons)}")
 
 
 def lock_instructor_folders(paths):
