@@ -139,8 +139,8 @@ def build_parser():
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
     grade.add_argument("--sandbox", default="auto", choices=MODES,
                        help="auto: the strongest that works (bwrap, then uid: confined without namespaces, as "
-                            "root), else none with a loud warning; isolated: bwrap or uid, never none "
-                            "(default auto)")
+                            "root), else nothing is graded and the error says why; isolated: the same; none: "
+                            "no isolation, for trusted code only (default auto)")
     grade.add_argument("--resume", action="store_true", help="skip students whose submission and grader are unchanged")
     grade.add_argument("--skip-notebook", action="store_true", help="grade the code only, not the notebook")
     grade.add_argument("--shard", metavar="I/N", help="grade only shard I of N (a share of the class)")
@@ -198,7 +198,8 @@ def build_parser():
 
     demo = commands.add_parser("demo", parents=[lesson], help="run the kit's main job on the bundled material")
     demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
-    demo.add_argument("--sandbox", default="auto", choices=MODES)
+    demo.add_argument("--sandbox", default="auto", choices=MODES,
+                      help="auto: the strongest that works, else none, said above the scores (default auto)")
     demo.set_defaults(run=_demo)
     return parser
 
