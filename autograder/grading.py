@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import assignment as assignments
 from . import nbgrader_record
+from . import seal
 from .assignment import Assignment
 from .dispatch import judge_loop
 from .errors import KitError
@@ -69,6 +70,7 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     if out_dir.exists() and not out_dir.is_dir():
         raise KitError(f"--out is not a folder: {out_dir}")
     sandbox = _sandbox(sandbox_mode, limits, fork, out_dir, Path(class_dir), emit, assignment, unisolated_ok)
+    seal.ready()  # every record is sealed as it is written
     tasks, kept = plan(students, out_dir, assignment, resume, notebook=not skip_notebook, emit=emit)
     if kept:
         emit(f"--resume: {len(kept)} student(s) unchanged since their last grading, kept")

@@ -15,6 +15,7 @@ import hmac
 import json
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +41,37 @@ def _key() -> bytes:
         return text.encode("utf-8")
     path = key_path()
     try:
-        return path.read_bytes()
+        key = path.read_bytes()
     except FileNotFoundError:
-        pass
+        key = _new_key(path)
     except OSError as error:
         raise KitError(f"the seal key {path} cannot be read: {os.strerror(error.errno or 0)}") from None
+    if len(key) < 16:
+        raise KitError(f"the seal key {path} is too short to be a key: remove it (a new one is made)")
+    return key
+
+
+def _new_key(path: Path) -> bytes:
+    """Make the key file: written whole under another name, then linked into place, so that a judge starting
+    at the same moment reads the whole key or makes none (the first link wins)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = secrets.token_hex(32).encode()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".seal-")  # 0600
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another judge made it just now
-        return path.read_bytes()
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return path.read_bytes()
+    finally:
+        os.unlink(tmp)
     return key
+
+
+def ready() -> None:
+    """Make sure the key can be had (a KitError now, before any student is graded, rather than at the first save)."""
+    _key()
 
 
 def _canonical(record: dict[str, Any]) -> bytes:
