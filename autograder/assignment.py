@@ -14,6 +14,9 @@ A descriptor, abridged::
     hidden_tests = "hidden_tests"
     catalogue = "catalogue"          # bugs.toml and variants.toml, for `validate`
     notebook = "questions.ipynb"     # optional: an nbgrader notebook inside the solutions package
+    packages = ["torch"]             # what student files may import besides the standard library and their own
+                                     # package: top-level names, each also its distribution's name, pinned in
+                                     # pyproject.toml (the template's requirements and setup.sh install them)
     forbidden = ["torch.linalg.vector_norm"]
     classes = []                     # public names whose instances stay in the worker
 
@@ -24,7 +27,7 @@ A descriptor, abridged::
     norms = "norm"
 
 A lesson's folder may also hold ``student_readme.md``, the Classroom template's README (``{setup}``,
-``{package}``, ``{steps}``, ``{total}``, ``{points_per_test}`` and ``{seconds}`` are filled in).
+``{package}``, ``{packages}``, ``{steps}``, ``{total}``, ``{points_per_test}`` and ``{seconds}`` are filled in).
 """
 
 import importlib.util
@@ -40,6 +43,7 @@ from .worker.contract import Contract
 DESCRIPTOR = "assignment.toml"
 LESSONS_DIR = Path(__file__).resolve().parent / "lessons"
 REQUIRED = ("id", "title", "solutions", "release", "hidden_tests", "catalogue", "files")
+DEFAULT_PACKAGES = ("torch",)  # what a descriptor without ``packages`` allows: the engine's own library
 
 
 @dataclass(frozen=True)
@@ -125,10 +129,18 @@ def load(path: str | Path) -> Assignment:
         return (here / data[key]).resolve() if data.get(key) else None
 
     files = data["files"]
+    packages = data.get("packages", list(DEFAULT_PACKAGES))
+    if (not isinstance(packages, list) or not all(isinstance(name, str) and name.isidentifier() for name in packages)
+            or "torch" not in packages):
+        raise KitError(f"assignment descriptor {path}: packages must be a list of top-level module names, torch "
+                       f"among them, got {packages!r}")
+    if data["id"] in packages or set(packages) & sys.stdlib_module_names:
+        raise KitError(f"assignment descriptor {path}: packages names the standard library or the package itself")
     try:
         contract = Contract(package=str(data["id"]), modules=tuple(files),
                             names={str(name): module for module, names in files.items() for name in names},
-                            classes=frozenset(data.get("classes", ())), forbidden=tuple(data.get("forbidden", ())))
+                            classes=frozenset(data.get("classes", ())), forbidden=tuple(data.get("forbidden", ())),
+                            packages=tuple(packages))
     except (TypeError, ValueError) as error:
         raise KitError(f"assignment descriptor {path}: {error}") from None
     if not str(data["id"]).isidentifier():

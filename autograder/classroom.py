@@ -29,9 +29,10 @@ from .errors import KitError
 POINTS_PER_TEST = 1
 # Measured on a 2-core machine: one pytest run of every public test, most of it importing torch.
 PUBLIC_TESTS_SECONDS = 3
-# The template's requirements: a name takes the kit's own pin (pyproject.toml); Jupyter, which the kit does not
-# use, is pinned here.
-STUDENT_PACKAGES = ("torch", "numpy", "matplotlib", "pytest", "notebook==7.6.5", "ipykernel")
+# The template's requirements: the packages the assignment lets students import (its descriptor's ``packages``),
+# then the tools they work with (the notebook's plots, the public tests, Jupyter). A name takes the kit's own pin
+# (pyproject.toml); Jupyter, which the kit does not use, is pinned here.
+TOOLS = ("matplotlib", "pytest", "notebook==7.6.5", "ipykernel")
 PYTEST_INI = """\
 [pytest]
 testpaths = assignments/{package}/tests
@@ -54,12 +55,23 @@ class Step:
         return f"assignments/{self.package}/tests/{self.test_file}::{self.test}"
 
 
-def student_requirements() -> str:
+def student_packages(assignment: Assignment) -> tuple[str, ...]:
+    """What the template installs: the assignment's packages, then the tools (each once)."""
+    return tuple(dict.fromkeys((*assignment.contract.packages, *TOOLS)))
+
+
+def student_requirements(assignment: Assignment) -> str:
     """The text of the template's ``requirements.txt``."""
     torch = pins.pin("torch")
     return (f"# Pinned so that everyone computes the same numbers. Install torch first, the build for your machine\n"
             f"# (README.md, \"Set up\", has the commands), then this file: pip then finds {torch} already there.\n"
-            + "".join(f"{name if '==' in name else pins.pin(name)}\n" for name in STUDENT_PACKAGES))
+            + "".join(f"{name if '==' in name else pins.pin(name)}\n" for name in student_packages(assignment)))
+
+
+def allowed_packages(assignment: Assignment) -> str:
+    """The packages students may import, as prose: "`torch`, `numpy` and `einops`"."""
+    names = [f"`{name}`" for name in assignment.contract.packages]
+    return " and ".join(filter(None, (", ".join(names[:-1]), "".join(names[-1:]))))
 
 
 def public_test_files(assignment: Assignment) -> list[tuple[str, str]]:
@@ -195,7 +207,7 @@ def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None
         "# {title}\n\n{setup}## Check your work\n\n```\n.venv/bin/python -m pytest\n```\n")
     return text.format(setup=_setup(), title=assignment.title, package=assignment.id, steps=len(steps),
                        total=total, points_per_test=_points(POINTS_PER_TEST), seconds=PUBLIC_TESTS_SECONDS,
-                       forbidden=_forbidden(assignment))
+                       forbidden=_forbidden(assignment), packages=allowed_packages(assignment))
 
 
 def write_template(destination: str | Path, assignment: Assignment) -> list[str]:
@@ -210,7 +222,7 @@ def write_template(destination: str | Path, assignment: Assignment) -> list[str]
     shutil.copytree(assignment.release, destination / "assignments" / assignment.id,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
     (destination / "README.md").write_text(student_readme(assignment))
-    (destination / "requirements.txt").write_text(student_requirements())
+    (destination / "requirements.txt").write_text(student_requirements(assignment))
     (destination / "pytest.ini").write_text(PYTEST_INI.format(package=assignment.id))
     (destination / ".gitignore").write_text(".venv/\n__pycache__/\n.ipynb_checkpoints/\n")
     workflow = destination / ".github" / "workflows" / "classroom.yml"

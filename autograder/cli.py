@@ -12,6 +12,9 @@ from .assignment import resolve
 from .errors import KitError
 from .sandbox import MODES
 
+UNISOLATED_HELP = ("accept records graded with --sandbox none (trusted code only); a record whose seal fails is "
+                   "refused all the same")
+
 
 def _release(args):
     from .release import release
@@ -97,14 +100,15 @@ def _figures(args):
 def _merge(args):
     from .merge import merge
 
-    merge(args.shards, args.out, assignment=resolve(args.assignment))
+    merge(args.shards, args.out, assignment=resolve(args.assignment), allow_unisolated=args.allow_unisolated)
     return 0
 
 
 def _final_gradebook(args):
     from .final_gradebook import export_final_gradebook
 
-    export_final_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment))
+    export_final_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment),
+                           allow_unisolated=args.allow_unisolated)
     return 0
 
 
@@ -135,8 +139,8 @@ def build_parser():
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
     grade.add_argument("--sandbox", default="auto", choices=MODES,
                        help="auto: the strongest that works (bwrap, then uid: confined without namespaces, as "
-                            "root), else none with a loud warning; isolated: bwrap or uid, never none "
-                            "(default auto)")
+                            "root), else nothing is graded and the error says why; isolated: the same; none: "
+                            "no isolation, for trusted code only (default auto)")
     grade.add_argument("--resume", action="store_true", help="skip students whose submission and grader are unchanged")
     grade.add_argument("--skip-notebook", action="store_true", help="grade the code only, not the notebook")
     grade.add_argument("--shard", metavar="I/N", help="grade only shard I of N (a share of the class)")
@@ -155,6 +159,7 @@ def build_parser():
     mrg = commands.add_parser("merge", parents=[lesson], help="combine the outputs of 'grade --shard I/N' runs")
     mrg.add_argument("shards", nargs="+", metavar="OUT_I", help="the shards' --out folders")
     mrg.add_argument("--out", required=True, metavar="OUT_DIR")
+    mrg.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     mrg.set_defaults(run=_merge)
 
     gs = commands.add_parser("gradescope", parents=[lesson], help="write a Gradescope autograder zip")
@@ -180,6 +185,7 @@ def build_parser():
                                help="after formgrader: fold the manual grades in, rewrite the reports and feedback, "
                                "write final_gradebook.csv (code + notebook)")
     book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
+    book.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     book.set_defaults(run=_final_gradebook)
 
     val = commands.add_parser("validate", parents=[lesson], help="grade the reference (full marks), the stubs (zero), the bug "
@@ -192,7 +198,8 @@ def build_parser():
 
     demo = commands.add_parser("demo", parents=[lesson], help="run the kit's main job on the bundled material")
     demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
-    demo.add_argument("--sandbox", default="auto", choices=MODES)
+    demo.add_argument("--sandbox", default="auto", choices=MODES,
+                      help="auto: the strongest that works, else none, said above the scores (default auto)")
     demo.set_defaults(run=_demo)
     return parser
 

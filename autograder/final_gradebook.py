@@ -26,7 +26,7 @@ from . import nbgrader_record
 from .assignment import Assignment, resolve
 from .errors import KitError
 from .reports import write_reports
-from .results import SubmissionResult, TestResult, load, save, write_atomic
+from .results import SubmissionResult, TestResult, load_record, refuse_untrusted, save, write_atomic
 
 COLUMNS = ["student", "total", "max_total", "code", "max_code", "notebook_auto", "max_notebook_auto",
            "notebook_manual", "max_notebook_manual", "notebook_pending_manual", "notebook_note"]
@@ -71,18 +71,23 @@ def _row(result: SubmissionResult) -> list[str]:
 
 
 def export_final_gradebook(out_dir: str | Path, emit: Callable[[str], None] | None = None,
-                           assignment: Assignment | None = None) -> Path:
+                           assignment: Assignment | None = None, allow_unisolated: bool = False) -> Path:
     """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
-    the path of the latter (``assignment``: what was graded; the kit's lesson by default)."""
+    the path of the latter (``assignment``: what was graded; the kit's lesson by default). Every record must be
+    a grade of record (sealed, graded in isolation; ``allow_unisolated`` accepts a ``--sandbox none`` run's);
+    each is sealed again once the manual grades are in."""
     lesson = resolve(assignment)
     out_dir = Path(out_dir)
     paths = sorted((out_dir / "results").glob("*.json"))
     if not paths:
         raise KitError(f"no results in {out_dir / 'results'}: run 'python -m autograder grade' first")
     course = nbgrader_record.course_dir(out_dir)
+    records = {path: load_record(path) for path in paths}
+    refuse_untrusted({(result.student if result is not None else path.name): problem
+                      for path, (result, problem) in records.items()}, "final-gradebook", allow_unisolated)
     results = []
-    for path in paths:
-        result = refresh(load(path), course, lesson)
+    for path, (record, _) in records.items():
+        result = refresh(record, course, lesson)
         save(result, path)
         results.append(result)
     results.sort(key=lambda r: r.student)

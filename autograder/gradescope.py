@@ -27,8 +27,10 @@ from .submission import read_submission
 KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
 
 
-def setup_script() -> str:
-    """``setup.sh``: the pins are written in when the zip is built, so the image gets the kit's own."""
+def setup_script(assignment: Assignment) -> str:
+    """``setup.sh``: the pins are written in when the zip is built, so the image gets the kit's own; it ends by
+    importing every package the assignment lets students import (pyproject.toml pins each), so an image that
+    lacks one fails when it is built, not when a student's import fails."""
     return f"""\
 #!/usr/bin/env bash
 # Gradescope runs this once, when the autograder image is built (choose the Ubuntu 24.04 base image).
@@ -39,6 +41,7 @@ cd /autograder/source
 python3 -m venv .venv
 {pins.torch_cpu_install(".venv/bin/python")}
 .venv/bin/python -m pip install -e .
+.venv/bin/python -c "import {', '.join(assignment.contract.packages)}"
 """
 
 
@@ -69,7 +72,7 @@ def build_package(destination: str | Path, assignment: Assignment | None = None)
     descriptor = assignment.descriptor.relative_to(paths.REPO_ROOT).as_posix()
     destination.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", setup_script()),
+        for name, text in (("setup.sh", setup_script(assignment)),
                            ("run_autograder", RUN.replace("{descriptor}", shlex.quote(descriptor)))):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16

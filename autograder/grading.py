@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import assignment as assignments
 from . import nbgrader_record
+from . import seal
 from .assignment import Assignment
 from .dispatch import judge_loop
 from .errors import KitError
@@ -33,9 +34,10 @@ TEST_FOLDERS = [Path(__file__).resolve().parent.parent / "tests"]
 
 
 def _sandbox(mode: str, limits: Limits | None, fork: bool, out_dir: Path, class_dir: Path,
-             emit: Callable[[str], None], assignment: Assignment) -> Sandbox:
-    """The sandbox to grade in, said when it is weaker than bwrap."""
-    sandbox = choose_sandbox(mode, limits, fork=fork)
+             emit: Callable[[str], None], assignment: Assignment, unisolated_ok: bool = False) -> Sandbox:
+    """The sandbox to grade in (never none unless asked for by name, or ``unisolated_ok``), said when it is
+    weaker than bwrap."""
+    sandbox = choose_sandbox(mode, limits, fork=fork, unisolated_ok=unisolated_ok)
     if not sandbox.isolated:
         emit(f"WARNING: {sandbox.note}")
     elif sandbox.mode == "uid":
@@ -50,9 +52,12 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
                 resume: bool = False, emit: Callable[[str], None] = print, progress: Progress | None = None,
                 limits: Limits | None = None, fork: bool = True, skip_notebook: bool = False,
                 shard: tuple[int, int] | None = None, shard_by: str = "index",
-                assignment: Assignment | str | Path | None = None) -> list[SubmissionResult]:
+                assignment: Assignment | str | Path | None = None, unisolated_ok: bool = False
+                ) -> list[SubmissionResult]:
     """The ``grade`` command: grade ``assignment`` (an Assignment or a descriptor's path; the kit's lesson by
-    default). Returns the list of SubmissionResults of the whole class (or of its shard)."""
+    default). Returns the list of SubmissionResults of the whole class (or of its shard). Student code runs
+    isolated unless ``sandbox_mode`` is ``"none"``; ``unisolated_ok`` lets ``auto`` fall back to none (the demo
+    and ``validate``, on the kit's own material)."""
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
     assignment = assignments.resolve(assignment)
@@ -64,8 +69,9 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise KitError(f"--out is not a folder: {out_dir}")
-    sandbox = _sandbox(sandbox_mode, limits, fork, out_dir, Path(class_dir), emit, assignment)
-    tasks, kept = plan(students, out_dir, assignment, resume, notebook=not skip_notebook)
+    sandbox = _sandbox(sandbox_mode, limits, fork, out_dir, Path(class_dir), emit, assignment, unisolated_ok)
+    seal.ready()  # every record is sealed as it is written
+    tasks, kept = plan(students, out_dir, assignment, resume, notebook=not skip_notebook, emit=emit)
     if kept:
         emit(f"--resume: {len(kept)} student(s) unchanged since their last grading, kept")
     bar = progress or Progress(len(tasks), "grading")

@@ -20,6 +20,7 @@ from typing import Any
 from . import submission as submissions
 from .assignment import Assignment
 from .forbidden import scan_submission
+from . import imports
 from .hidden_suite import HiddenSuite, Outcome
 from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
@@ -132,6 +133,9 @@ class Judge:
         if not sandbox.isolated:
             notes.append(sandbox.note or "SANDBOX OFF: student code ran without isolation")
         notes += submissions.Intake(problems=problems).notes()
+        remote.unavailable = imports.unavailable_imports(files, self.assignment.contract)
+        notices = tuple(filter(None, [imports.note(remote.unavailable, self.assignment.contract)]))
+        notes += notices
         try:
             remote.forbidden = scan_submission(files, self.assignment.contract)
             tests, failures, details = self.run_hidden_tests(remote)
@@ -155,6 +159,7 @@ class Judge:
             student=student, tests=tuple(tests), execution_time=time.monotonic() - started, output="\n".join(notes),
             sandbox=sandbox.mode, fingerprint=fingerprint, notes=tuple(notes), extra=extra,
             grader_failures=tuple(failures[:MAX_NOTES]),
+            notices=tuple(bounded(text, NOTE_LIMIT * 2) for text in notices),
         )
 
 
@@ -174,6 +179,7 @@ def open_submission(folder: str | Path, assignment: Assignment, sandbox_mode: Re
         factory = WorkerFactory(sandbox, scratch, assignment)
         remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), contract,
                                   forbidden=scan_submission(files, contract), files=files)
+        remote.unavailable = imports.unavailable_imports(files, contract)
         try:
             yield remote
         finally:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import clocks
 from . import sandbox as sandboxes
+from . import strays
 from .submission import stage
 from .worker import protocol
 from .worker.contract import ENV as CONTRACT_ENV
@@ -152,11 +153,16 @@ class _Sandboxed:
             self.info, info_w = os.pipe()
         argv, env, cwd = command(info_w)
         self.uid = sandboxes.confined_uid(env)  # --sandbox uid: every process of this user is the worker's
+        self.unisolated = sandbox.mode == "none"  # what it leaves behind comes to this process (strays)
         try:
+            if self.unisolated:
+                strays.adopt_orphans()
             self.process = subprocess.Popen(
                 argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 pass_fds=tuple(pass_fds) + (() if info_w is None else (info_w,)), start_new_session=True,
             )
+            if self.unisolated:
+                strays.started(self.process.pid)
         except BaseException:
             self._close_info()
             raise
@@ -197,6 +203,9 @@ class _Sandboxed:
             self.pidfd = None
         if self.uid is not None:
             end_user(self.uid)
+        if self.unisolated:
+            strays.ended(self.process.pid)
+            strays.end_strays()
         self._close_info()
 
     def _close_info(self):

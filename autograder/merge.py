@@ -20,7 +20,7 @@ from .assignment import Assignment, resolve
 from .errors import KitError
 from .planning import SHARD_FILE, result_path
 from .reports import write_reports
-from .results import SubmissionResult, load
+from .results import SubmissionResult, load_record, refuse_untrusted
 
 
 def _shard_info(folder: str | Path) -> tuple[int, int, list[str]]:
@@ -32,9 +32,11 @@ def _shard_info(folder: str | Path) -> tuple[int, int, list[str]]:
 
 
 def merge(folders: list[str | Path], out_dir: str | Path, emit: Callable[[str], None] = print,
-          assignment: Assignment | None = None) -> list[SubmissionResult]:
-    """Check the shards fit together, gather their results into ``out_dir`` and write the reports there
-    (``assignment``: what was graded; the kit's lesson by default)."""
+          assignment: Assignment | None = None, allow_unisolated: bool = False) -> list[SubmissionResult]:
+    """Check the shards fit together and that every record is a grade of record (sealed by this grader's key,
+    graded in isolation, unless ``allow_unisolated`` accepts a ``--sandbox none`` run's), gather their results
+    into ``out_dir`` and write the reports there (``assignment``: what was graded; the kit's lesson by
+    default)."""
     lesson = resolve(assignment)
     if not folders:
         raise KitError("merge needs at least one shard folder")
@@ -55,11 +57,13 @@ def merge(folders: list[str | Path], out_dir: str | Path, emit: Callable[[str], 
     missing = sorted(set(range(1, count + 1)) - set(shards))
     if missing:
         raise KitError(f"missing shard(s) {', '.join(map(str, missing))} of {count}")
+    records = {student: load_record(result_path(folder, student)) for student, folder in sorted(owner.items())}
+    refuse_untrusted({student: problem for student, (_, problem) in records.items()}, "merge", allow_unisolated)
     out_dir = Path(out_dir)
     results, course = [], nbgrader_record.course_dir(out_dir)
     for student, folder in sorted(owner.items()):
         source = result_path(folder, student)
-        result = load(source)
+        result = records[student][0]
         target = result_path(out_dir, student)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)

@@ -94,12 +94,15 @@ def without_clashes(students: list[tuple[str, Path]], emit: Callable[[str], None
 
 
 def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assignment, resume: bool = False,
-         notebook: bool = True) -> tuple[list[Task], list[records.SubmissionResult]]:
-    """``(tasks, kept)``: a Task per student to grade, and the results ``--resume`` keeps (those whose
-    fingerprint, of the submission and what decides its grade, is unchanged since they were written)."""
+         notebook: bool = True, emit: Callable[[str], None] | None = None
+         ) -> tuple[list[Task], list[records.SubmissionResult]]:
+    """``(tasks, kept)``: a Task per student to grade, and the results ``--resume`` keeps: those whose
+    fingerprint, of the submission and what decides its grade, is unchanged since they were written, and whose
+    record is a grade of record (sealed by this grader, graded in isolation; anything else is regraded, and
+    ``emit`` says whose)."""
     grader = submissions.grader_fingerprint(assignment.grading_inputs())
     notebook = notebook and assignment.notebook is not None
-    tasks, kept = [], []
+    tasks, kept, distrusted = [], [], []
     for student, folder in students:
         intake = submissions.read_submission(folder, assignment.contract, assignment.notebook if notebook else None)
         files = dict(intake.files)
@@ -108,14 +111,16 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
         task = Task(student, str(folder), submissions.fingerprint(files, grader + ("+nb" if notebook else "")))
         path = result_path(out_dir, student)
         if resume and path.exists():
-            try:
-                previous = records.load(path)
-            except (ValueError, KeyError, OSError):
-                previous = None
-            if previous is not None and previous.fingerprint == task.fingerprint:
+            previous, problem = records.load_record(path)
+            if problem:
+                distrusted.append(student)
+            elif previous is not None and previous.fingerprint == task.fingerprint:
                 kept.append(previous)
                 continue
         tasks.append(task)
+    if distrusted and emit:
+        emit(f"--resume: regrading {len(distrusted)} record(s) not sealed by this grader or graded without "
+             f"isolation: {', '.join(ascii(student) for student in distrusted)}")
     return tasks, kept
 
 

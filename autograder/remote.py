@@ -76,7 +76,8 @@ def clean_record(record, lines, modules):
             lines is not None and not 1 <= int(match.group(2)) <= lines.get(match.group(1), 0)):
         where = None
     return {"type": kind, "mro": mro or [kind], "message": _text(record.get("message")), "where": where,
-            "cause": _text(record.get("cause"), NAME_LIMIT), "module": _text(record.get("module"), NAME_LIMIT)}
+            "cause": _text(record.get("cause"), NAME_LIMIT), "module": _text(record.get("module"), NAME_LIMIT),
+            "missing": _text(record.get("missing"), NAME_LIMIT)}
 
 
 # ---------------------------------------------------------------- failures
@@ -109,12 +110,20 @@ class StudentError(SubmissionFailure):
 
 
 class ImportFailure(SubmissionFailure):
-    def __init__(self, module, record, label="", names=()):
+    def __init__(self, module, record, label="", names=(), unavailable=(), packages=()):
         super().__init__()
         self.module = module
         cause, where = record["cause"] or record["type"], record["where"]
         missing = label.split(".")[0] if label.split(".")[0] in names else "a name the tests need"
-        if cause == "MissingFile":
+        # A module the judge's own scan found imported and not allowed: named from the scan (the submission's
+        # source), never from the worker's words, which only pick which one.
+        absent = record.get("missing", "").partition(".")[0]
+        absent = absent if absent in unavailable else next(iter(unavailable), "")
+        if cause == "ModuleNotFoundError" and absent:
+            self.summary = (f"importing {module}.py failed: it imports `{absent}`, which graders do not have "
+                            f"(allowed: {', '.join(packages)})")
+            self.detail = f"{cause}: {record['message']}"
+        elif cause == "MissingFile":
             self.summary = f"{module}.py is missing from the submission"
         elif cause == "MissingName":
             self.summary = f"{module}.py does not define {missing}"
@@ -258,6 +267,7 @@ class RemoteSubmission:
         self.sandbox, self.launch = sandbox, launch  # launch() starts a fresh worker over this submission
         self.contract = contract
         self.forbidden = forbidden or {}  # name -> set of APIs found by the static scan
+        self.unavailable = {}  # module -> names it imports that the grader does not have (imports.py's scan)
         # Line counts of the student's files: a place the worker names must exist in them.
         self.lines = {module: data.count(b"\n") + 1 for module, data in (files or {}).items()}
         self.limits = sandbox.limits
@@ -422,7 +432,8 @@ class RemoteSubmission:
                 module = record["module"] if record["module"] in modules else message.get("module")
                 if module not in modules:
                     module = self.contract.names.get(message.get("name"), modules[0])
-                failure = ImportFailure(module, record, label, self.contract.names)
+                failure = ImportFailure(module, record, label, self.contract.names, self.unavailable.get(module, ()),
+                                        self.contract.packages)
                 self.broken_modules[module] = failure
                 raise failure
             raise StudentError(label, record)

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from . import seal as seals
+from .errors import KitError
+
 # "pending": a written answer not graded yet (0 points so far); "skipped": not run on this machine and counted
 # nowhere (0 of 0).
 Status = Literal["passed", "failed", "pending", "skipped"]
@@ -152,6 +155,7 @@ class SubmissionResult:
     extra: dict[str, Any] = field(default_factory=dict)  # the submission's own output and messages (instructor)
     grader_failures: tuple[GraderFailure, ...] = ()
     notebook: NotebookSummary | None = None  # None when the notebook was not graded (``--skip-notebook``)
+    notices: tuple[str, ...] = ()  # for the student, in the judge's words: shown at the top of the feedback
 
     @property
     def score(self) -> float:
@@ -186,6 +190,7 @@ class SubmissionResult:
             "tests": [test.to_json() for test in self.tests],
             "extra_data": dict(extra, student=self.student, max_score=self.max_score, sandbox=self.sandbox,
                                fingerprint=self.fingerprint, notes=list(self.notes),
+                               **({"notices": list(self.notices)} if self.notices else {}),
                                grader_failures=[failure.to_json() for failure in self.grader_failures]),
         }
 
@@ -195,6 +200,7 @@ class SubmissionResult:
         extra = dict(data.get("extra_data") or {})
         student = str(extra.pop("student"))
         extra.pop("max_score", None)
+        extra.pop(seals.FIELD, None)  # the seal is the file's, checked on the raw JSON (load_record)
         notebook = NotebookSummary.from_json(extra) if "notebook_id" in extra else None
         for key in NotebookSummary.KEYS:
             extra.pop(key, None)
@@ -206,6 +212,7 @@ class SubmissionResult:
             sandbox=str(extra.pop("sandbox", "bwrap")),
             fingerprint=str(extra.pop("fingerprint", "")),
             notes=tuple(str(note) for note in extra.pop("notes", [])),
+            notices=tuple(str(notice) for notice in extra.pop("notices", [])),
             grader_failures=tuple(GraderFailure.from_json(item) for item in extra.pop("grader_failures", [])),
             notebook=notebook,
             extra=extra,
@@ -242,8 +249,47 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
 
 
 def save(result: SubmissionResult, path: str | os.PathLike) -> None:
-    write_atomic(path, json.dumps(result.to_json(), indent=1, ensure_ascii=False) + "\n")
+    """Write ``result``'s record, sealed with the judge's key (only the judge and trusted rewrites save)."""
+    write_atomic(path, json.dumps(seals.seal(result.to_json()), indent=1, ensure_ascii=False) + "\n")
 
 
 def load(path: str | os.PathLike) -> SubmissionResult:
+    """The record at ``path``, as written (its seal unchecked: reports are views; see :func:`load_record`)."""
     return SubmissionResult.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+# What makes a record unfit to be the grade of record, in words (the key of each problem is its kind).
+FORGED = "not sealed by this grader (edited after grading, or written elsewhere)"
+UNISOLATED = "graded without isolation (--sandbox none)"
+
+
+def load_record(path: str | os.PathLike) -> tuple[SubmissionResult | None, str]:
+    """``(result, problem)``: the record at ``path`` and why it is not a grade of record (``""`` when it is):
+    its seal fails (:data:`FORGED`; the result is None when the file is not a record at all), or it was
+    graded unisolated (:data:`UNISOLATED`), where a submission could have written it. Read by ``--resume``,
+    ``merge`` and ``final-gradebook``."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        result = SubmissionResult.from_json(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, FORGED
+    if not seals.is_sealed(data):
+        return result, FORGED
+    if result.sandbox not in ("bwrap", "uid"):
+        return result, UNISOLATED
+    return result, ""
+
+
+def refuse_untrusted(problems: dict[str, str], command: str, allow_unisolated: bool = False) -> None:
+    """KitError naming the students (``{student or file: problem}``) whose records ``command`` may not take;
+    ``allow_unisolated`` accepts sealed records of a ``--sandbox none`` run (never a broken seal)."""
+    by_kind: dict[str, list[str]] = {}
+    for student, problem in problems.items():
+        if problem and not (allow_unisolated and problem == UNISOLATED):
+            by_kind.setdefault(problem, []).append(student)
+    if by_kind:
+        parts = [f"{problem}: {', '.join(sorted(ascii(student) for student in students))}"
+                 for problem, students in sorted(by_kind.items())]
+        hint = "; regrade them with grade --resume" + (
+            " (--allow-unisolated accepts the records of a --sandbox none run)" if UNISOLATED in by_kind else "")
+        raise KitError(f"{command} refused records {'; '.join(parts)}{hint}")

@@ -1,4 +1,4 @@
-"""How a worker process is started: inside bubblewrap, confined without namespaces, or (said loudly) neither.
+"""How a worker process is started: inside bubblewrap, confined without namespaces, or (asked for by name) neither.
 
 The bwrap sandbox gives the worker: no network; a read-only view of only the
 Python runtime, its installed packages, the worker's own code
@@ -16,6 +16,8 @@ system-call filter) before any student code runs, and when it ends every
 process of its user is killed.
 """
 
+import functools
+import importlib.metadata
 import itertools
 import json
 import os
@@ -31,7 +33,7 @@ from .errors import KitError
 
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 NOBODY = 65534
-# auto: the strongest that works; isolated: bwrap or uid, never none.
+# auto and isolated: the strongest that works (bwrap, then uid), never none; none only when asked for by name.
 Mode = Literal["bwrap", "uid", "none"]  # what a resolved sandbox is
 Requested = Literal["auto", "bwrap", "uid", "isolated", "none"]  # what --sandbox may ask for
 MODES: tuple[Requested, ...] = get_args(Requested)
@@ -77,10 +79,17 @@ class Sandbox:
         return self.mode in ISOLATED
 
 
+def _site_dirs():
+    """Every folder of installed packages on this interpreter's path: the environment's own and those its ``.pth``
+    files add (a virtual environment that reuses another's packages)."""
+    return {Path(entry).resolve() for entry in sys.path
+            if Path(entry).name in ("site-packages", "dist-packages") and Path(entry).is_dir()}
+
+
 def _runtime_paths():
-    """Folders the worker's Python needs: the interpreter's install and the environment's packages."""
+    """Folders the worker's Python needs: the interpreter's install and every folder of installed packages."""
     roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.exec_prefix).resolve(),
-             Path(sys.executable).resolve().parent.parent}
+             Path(sys.executable).resolve().parent.parent, *_site_dirs()}
     # Keep the outermost folders only; /usr is bound anyway.
     ordered = sorted(roots, key=lambda p: len(p.parts))
     kept = []
@@ -89,6 +98,31 @@ def _runtime_paths():
         if not under_usr and not any(path == k or k in path.parents for k in kept):
             kept.append(path)
     return kept
+
+
+@functools.cache
+def kit_install():
+    """What no worker may see of the kit's own install: the installed package (the engine, the lessons with their
+    descriptors, hidden tests and catalogues; the worker gets its own copy of ``worker/``) and every file its
+    distribution put beside it (metadata listing the lesson's files, an editable install's finder and ``.pth``)."""
+    package = Path(__file__).resolve().parent
+    hidden = {package}
+    for name in importlib.metadata.packages_distributions().get(package.name, ()):
+        dist = importlib.metadata.distribution(name)
+        for file in dist.files or ():
+            if not file.parts or ".." in file.parts:
+                continue  # a script installed elsewhere (bin/): not beside the packages
+            # A shared __pycache__ holds other packages' files too: only the kit's own are hidden.
+            top = file.parts[:2] if file.parts[0] == "__pycache__" else file.parts[:1]
+            path = Path(dist.locate_file(Path(*top)))
+            if path.exists():
+                hidden.add(path.absolute())
+    return tuple(sorted(hidden))
+
+
+def _hidden_under(roots):
+    """The kit's installed entries that lie in one of ``roots`` (what a worker's view of them must leave out)."""
+    return [path for path in kit_install() if any(root == path or root in path.parents for root in map(Path, roots))]
 
 
 def _parents_args(path, made):
@@ -154,8 +188,12 @@ def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None, wri
     # The private /tmp first: a runtime that lives under /tmp is bound on top of it, not hidden by it.
     args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
     args += _system_args()
-    for path in _runtime_paths():
+    runtime = _runtime_paths()
+    for path in runtime:
         args += _parents_args(path, made) + ["--ro-bind", str(path), str(path)]
+    for path in _hidden_under([*runtime, "/usr"]):  # the kit's own install, emptied: a folder an empty read-only tmpfs
+        args += (["--perms", "0555", "--tmpfs", str(path), "--remount-ro", str(path)] if path.is_dir()
+                 else ["--ro-bind", "/dev/null", str(path)])
     args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/grader",
              "--ro-bind", str(WORKER_DIR), "/opt/grader/worker"]
     for source, target in binds:
@@ -216,7 +254,10 @@ def _confined(sandbox, command, scratch_dir, submission_dir, extra_env=None):
     for path in [Path(submission_dir), *Path(submission_dir).iterdir()]:  # this worker's user alone reads them
         os.chown(path, uid, uid)
         os.chmod(path, 0o500 if path.is_dir() else 0o400)
-    plan = {"uid": uid, "gid": uid, "read": _read_only_roots(code, submission_dir), "write": [str(home)]}
+    read = _read_only_roots(code, submission_dir)
+    # Landlock allows whole folders: the worker allows what lies beside the kit's install, never a parent of it.
+    plan = {"uid": uid, "gid": uid, "read": read, "hide": [str(path) for path in _hidden_under(read)],
+            "write": [str(home)]}
     env = dict(worker_environment(sandbox), **(extra_env or {}), PYTHONPATH=str(code), HOME=str(home),
                MPLCONFIGDIR=str(home),
                TMPDIR=str(home), GRADER_CONFINE=json.dumps(plan))
@@ -282,26 +323,89 @@ def _trial(sandbox):
     return None
 
 
+# bwrap's own words for a kernel that refuses it user namespaces, and what they mean.
+_USERNS_REFUSED = ("No permissions to create new namespace", "setting up uid map", "Creating new namespace failed",
+                   "unshare", "Operation not permitted")
+
+
 def _bwrap_problem(limits, threads):
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed"
     if os.geteuid() == 0 and not os.path.exists("/usr/bin/setpriv"):
         return "setpriv (util-linux) is missing, needed to drop root inside the sandbox"
-    return _trial(Sandbox("bwrap", "", limits, threads))
+    reason = _trial(Sandbox("bwrap", "", limits, threads))
+    if reason and any(words in reason for words in _USERNS_REFUSED):
+        return (f"user namespaces are refused here ({reason}; see kernel.unprivileged_userns_clone, "
+                f"kernel.apparmor_restrict_unprivileged_userns or the container's seccomp policy)")
+    return reason
+
+
+def _runtime_roots():
+    """The folders of the Python a worker runs: the interpreter's install, the environment, its executable's."""
+    return list(dict.fromkeys(Path(path) for path in (sys.base_prefix, sys.prefix, Path(sys.executable).parent)))
+
+
+def _closed_ancestor(path):
+    """The first folder on the way to ``path`` (itself included) an unprivileged user may not pass or read, or
+    None."""
+    path = Path(path).resolve()
+    for folder in [*reversed(path.parents), path]:
+        try:
+            if folder.stat().st_mode & 0o005 != 0o005:
+                return folder
+        except OSError:
+            return folder
+    return None
+
+
+def system_python():
+    """A Python of the distribution's (under /usr, readable by every user) of this minor version, or None."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (f"/usr/bin/python{version}", "/usr/bin/python3"):
+        try:
+            done = subprocess.run([candidate, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0 and done.stdout.strip() == version and _closed_ancestor(candidate) is None:
+            return candidate
+    return None
+
+
+def runtime_problem():
+    """Why a worker's own user could not run this Python (a runtime under a folder such as ``/root``, mode 0700:
+    a pyenv, say), with the fix; None when every user can read it."""
+    for root in _runtime_roots():
+        closed = _closed_ancestor(root)
+        if closed is not None:
+            python = system_python()
+            fix = (f"build .venv from the distribution's Python: rm -rf .venv && make PYTHON={python}" if python else
+                   "install the distribution's Python (apt-get install python3-venv), then: rm -rf .venv && "
+                   "make PYTHON=/usr/bin/python3")
+            try:
+                why = f"{closed} is mode {closed.stat().st_mode & 0o777:04o}"
+            except OSError as error:
+                why = f"{closed}: {os.strerror(error.errno or 0)}"
+            return f"the Python runtime under {root.resolve()} is not readable by an unprivileged user ({why}); {fix}"
+    return None
 
 
 def _uid_problem(limits, threads):
     """None and the Landlock ABI when confined workers work here, else the reason."""
     if os.geteuid() != 0:
         return "confining workers without namespaces needs root (to give each worker a user of its own)", 0
+    problem = runtime_problem()
+    if problem:
+        return problem, 0
     outcome = _trial(Sandbox("uid", "", limits, threads))
     return outcome if isinstance(outcome, tuple) else (outcome, 0)
 
 
-def choose_sandbox(mode="auto", limits=None, threads=1, fork=True):
-    """Resolve ``--sandbox``: the strongest mode that works for ``auto`` (bwrap, then uid, then none with a
-    loud note); ``isolated`` is bwrap or uid; ``bwrap`` and ``uid`` must work. KitError when what was asked
-    for does not work here."""
+def choose_sandbox(mode="auto", limits=None, threads=1, fork=True, unisolated_ok=False):
+    """Resolve ``--sandbox``: ``auto`` is the strongest mode that works (bwrap, then uid), else a KitError that
+    names why each failed and the fix; ``isolated`` is the same; ``bwrap`` and ``uid`` must work; ``none`` runs
+    unisolated only because it was asked for by name. ``unisolated_ok`` (the demo and ``validate``, which run the
+    kit's own material only) lets ``auto`` fall back to none with a loud note."""
     if mode not in MODES:
         raise KitError(f"--sandbox must be one of {', '.join(MODES)}, got {mode!r}")
     limits = limits or Limits()
@@ -321,14 +425,18 @@ def choose_sandbox(mode="auto", limits=None, threads=1, fork=True):
         return Sandbox("uid", f"bubblewrap refused; workers confined by a user of their own, a system-call filter "
                               f"and {how}", limits, threads, False, abi)
     reasons.append(f"uid: {reason}")
-    if mode in ("uid", "isolated"):
-        raise KitError(f"--sandbox {mode} does not work here: {'; '.join(reasons)}")
-    return Sandbox("none", f"SANDBOX OFF: {'; '.join(reasons)}; student code ran without isolation", limits,
-                   threads)
+    if mode == "auto" and unisolated_ok:
+        return Sandbox("none", f"SANDBOX OFF: {'; '.join(reasons)}; student code ran without isolation", limits,
+                       threads)
+    if mode == "auto":
+        raise KitError(f"no sandbox works here, so nothing is graded: {'; '.join(reasons)} (--sandbox none grades "
+                       f"without isolation: trusted code only)")
+    raise KitError(f"--sandbox {mode} does not work here: {'; '.join(reasons)}")
 
 
 def lock_instructor_folders(paths):
-    """Without Landlock, what a confined worker's user must not read is made readable by its owner only."""
-    for path in paths:
+    """Without Landlock, what a confined worker's user must not read is made readable by its owner only: ``paths``
+    and the installed kit's lessons (every lesson's descriptor, hidden tests and catalogue, whichever is graded)."""
+    for path in [*paths, *(entry / "lessons" for entry in kit_install())]:
         if Path(path).exists():
             os.chmod(path, 0o700)

@@ -297,8 +297,8 @@ def stage(files: dict[str, bytes], destination: str | os.PathLike, modules: tupl
 
 # The engine's code that decides grades: the judge's side, the worker, intake. Reports, shipping and tools
 # (bench, demo, release, Classroom, Gradescope) do not, so editing them keeps saved results (``--resume``).
-GRADING_CODE = ("assignment.py", "forbidden.py", "hidden_suite.py", "judge.py", "notebook_stage.py", "reference.py",
-                "remote.py", "results.py", "rubric.py", "sandbox.py", "submission.py", "worker")
+GRADING_CODE = ("assignment.py", "forbidden.py", "hidden_suite.py", "imports.py", "judge.py", "notebook_stage.py",
+                "reference.py", "remote.py", "results.py", "rubric.py", "sandbox.py", "submission.py", "worker")
 
 
 def grading_code() -> list[Path]:

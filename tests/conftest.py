@@ -1,6 +1,10 @@
 """Fixtures shared by the kit's own tests."""
 
+import atexit
+import os
+import shutil
 import socket
+import tempfile
 import threading
 
 import pytest
@@ -8,6 +12,13 @@ import pytest
 from autograder import paths
 from autograder.reference import load_reference
 from lesson import LESSON
+
+# The judge's seal key (autograder/seal.py) in a folder of the test run's own, never the machine's: the kit's
+# commands the tests start inherit it.
+_STATE = tempfile.mkdtemp(prefix="kit-tests-state-")
+os.environ["XDG_STATE_HOME"] = _STATE
+os.environ.pop("AUTOGRADER_SEAL_KEY", None)
+atexit.register(shutil.rmtree, _STATE, True)
 
 # The second assignment's own public tests are not the kit's tests: they run through its release in test_second.
 collect_ignore = ["fixtures"]

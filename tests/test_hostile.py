@@ -793,3 +793,58 @@ def test_auto_picks_the_confined_mode_where_bubblewrap_is_refused():
     with pytest.raises(KitError, match="bwrap does not work here"):
         choose_sandbox("bwrap")
     assert choose_sandbox("isolated").mode == "uid"
+
+
+DAEMON = '''
+import os
+if os.fork() == 0:  # a daemon: double fork, a session of its own, no pipe to the judge, a later forgery
+    os.setsid()
+    daemon = os.fork()
+    if daemon == 0:
+        os.closerange(0, 256)
+        os.execv("/bin/sh", ["sh", "-c", "sleep {marker}; for f in {out}/results/*.json; do echo forged > $f; done"])
+    os.write(1, b"DAEMON-STARTED %d\\n" % daemon)
+    os._exit(0)
+os.wait()
+'''
+
+
+@pytest.mark.parametrize("mode", MODES + ["none"])
+def test_no_process_a_submission_starts_outlives_its_grading(mode, tmp_path):
+    """A submission whose import leaves a daemon behind (double fork, setsid) that would rewrite the records after
+    grading: in every mode, ``--sandbox none`` included, it is gone when ``grade`` returns, and every record is
+    intact and sealed."""
+    import subprocess
+    import sys
+
+    from autograder.results import UNISOLATED, load_record
+
+    if mode == "none":
+        if UID_RUN:
+            pytest.skip("this run is for the confined mode only")
+    else:
+        sandbox_mode, fork = _sandbox_for(mode)
+    marker = f"31415.9{int.from_bytes(os.urandom(3), 'big'):08d}"
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    heads = copy_package(STUBS, class_dir / "a-daemon", MODULES) / "heads.py"
+    heads.write_text(DAEMON.format(marker=marker, out=out) + heads.read_text())
+    copy_package(SOLUTIONS, class_dir / "b-honest", MODULES)
+    try:
+        if mode == "none":  # through the command, as an instructor would ask for it: the judge is that process
+            done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(class_dir), "--out", str(out),
+                                   "--sandbox", "none", "--skip-notebook"], capture_output=True, text=True,
+                                  cwd=paths.REPO_ROOT, timeout=600)
+            assert done.returncode == 0, done.stderr[-2000:]
+        else:
+            grade_class(class_dir, out, jobs=1, sandbox_mode=sandbox_mode, fork=fork, emit=lambda line: None,
+                        skip_notebook=True)
+        assert _alive_with(marker) == []
+        daemon, problem = load_record(result_path(out, "a-daemon"))
+        assert "DAEMON-STARTED" in daemon.extra.get("student_output", ""), "no daemon: the test proves nothing"
+        honest, honest_problem = load_record(result_path(out, "b-honest"))
+        expected = UNISOLATED if mode == "none" else ""
+        assert (problem, honest_problem) == (expected, expected)
+        assert daemon.score == 0 and honest.score == honest.max_score > 0
+    finally:
+        for pid in _alive_with(marker):
+            os.kill(pid, 9)

@@ -80,3 +80,13 @@ def test_the_instructor_guides_points_are_the_rubrics():
                    f"{everything:g} code points in four parts, {auto} autograded and {manual} written notebook points",
                    f"GPU check ({gpu} points)", f"elsewhere the code maximum is {without_cuda:g}."):
         assert phrase in guide, phrase
+
+
+def test_the_student_guide_names_exactly_the_packages_students_may_import():
+    """The guide states the descriptor's ``packages`` in prose (the template's README has them filled in)."""
+    from lesson import CONTRACT
+
+    text = " ".join((paths.REPO_ROOT / "docs" / "student-guide.md").read_text().split())
+    start = text.index("you may import")
+    stated = re.findall(r"`(\w+)`", text[start:text.index("(the grader", start)])
+    assert stated == list(CONTRACT.packages)

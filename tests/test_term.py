@@ -8,6 +8,9 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from autograder import paths
 from autograder.mutants import copy_package
@@ -17,10 +20,11 @@ STEPS = ("release", "grade", "shards", "final-gradebook", "regrade")
 from lesson import LESSON, MODULES, NOTEBOOK
 
 
-def term_steps(text=None):
-    """``{step name: shell text}`` of the guide's blocks fenced as ```sh term=NAME, in the guide's order."""
+def term_steps(text=None, kind="term"):
+    """``{step name: shell text}`` of the guide's blocks fenced as ```sh term=NAME (or another ``kind``), in the
+    guide's order."""
     text = GUIDE.read_text() if text is None else text
-    return {name: body for name, body in re.findall(r"^```sh term=(\S+)\n(.*?)^```$", text, re.S | re.M)}
+    return {name: body for name, body in re.findall(rf"^```sh {kind}=(\S+)\n(.*?)^```$", text, re.S | re.M)}
 
 
 def run_step(name, term_dir):
@@ -113,3 +117,57 @@ def test_outputs_follow_the_umask_so_a_teaching_team_can_read_them(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "shared.txt").stat().st_mode & 0o777 == 0o640
+
+
+def _no_bubblewrap(command):
+    """``command`` (a shell line) in a private mount namespace in which bwrap fails: nothing outside changes."""
+    bwrap = shutil.which("bwrap")
+    return ["unshare", "-m", "bash", "-euo", "pipefail", "-c",
+            (f"mount --bind /bin/false {bwrap}\n" if bwrap else "") + command]
+
+
+def test_a_machine_without_bubblewrap_refuses_then_recovers_as_the_guide_says():
+    """Where bubblewrap is refused and the kit's .venv comes from a Python other users cannot read (a pyenv under
+    /root), the default ``grade`` grades nothing and names the cause and the fix; the guide's recovery steps
+    (a .venv from the distribution's Python, in a copy of the kit) then grade in the confined mode."""
+    import sys
+    import tempfile
+
+    from autograder import sandbox as sandboxes
+    from autograder.results import load_record
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to make bubblewrap fail in a private mount namespace")
+    if sandboxes.runtime_problem() is None or sandboxes.system_python() is None:
+        pytest.skip("needs this kit's runtime unreadable by other users and a distribution Python beside it")
+    steps = term_steps(kind="recovery")
+    assert list(steps) == ["no-bubblewrap"] and "make PYTHON=/usr/bin/python3" in steps["no-bubblewrap"]
+    root = Path(tempfile.mkdtemp(prefix="kit-recovery-"))  # every folder above a confined worker's runtime passable
+    try:
+        root.chmod(0o755)
+        term = root / "term"
+        _student(term / "class", "ada", LESSON.solutions, LESSON.source_notebook())
+        environment = dict(os.environ, KIT=str(root / "kit"), TERM_DIR=str(term))
+        # (a) this kit, as it is: refused in one line, naming the runtime's folder and the fix
+        refused = subprocess.run(_no_bubblewrap(f"{sys.executable} -m autograder grade {term / 'class'} --out "
+                                                f"{term / 'refused'}"), cwd=paths.REPO_ROOT, env=environment,
+                                 capture_output=True, text=True, timeout=600)
+        assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
+        line = refused.stderr.strip()
+        assert "\n" not in line and "no sandbox works here" in line and "bubblewrap:" in line, line
+        assert "is not readable by an unprivileged user" in line and "rm -rf .venv && make PYTHON=" in line, line
+        assert not (term / "refused" / "results").exists()
+        # (b) the guide's steps, run as written in a copy of the kit (its tracked files; the venv rebuilt)
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=paths.REPO_ROOT, capture_output=True, check=True)
+        for name in filter(None, listed.stdout.decode().split("\0")):
+            if (paths.REPO_ROOT / name).is_file():
+                (root / "kit" / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(paths.REPO_ROOT / name, root / "kit" / name)
+        done = subprocess.run(_no_bubblewrap(steps["no-bubblewrap"]), cwd=root / "kit", env=environment,
+                              capture_output=True, text=True, timeout=1500)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        result, problem = load_record(term / "graded" / "results" / "ada.json")
+        assert problem == "" and result.sandbox == "uid", (problem, result.sandbox)
+        assert result.score > 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

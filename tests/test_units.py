@@ -154,9 +154,15 @@ def test_the_sandbox_choice_is_the_strongest_that_works_and_isolated_never_means
         sandboxes.choose_sandbox("bwrap")
 
     monkeypatch.setattr(sandboxes, "_uid_problem", lambda limits, threads: ("needs root", 0))
-    fallback = sandboxes.choose_sandbox("auto")
+    # Fail closed: auto never grades unisolated; only the kit's own material (demo, validate) may fall back.
+    with pytest.raises(KitError, match="no sandbox works here") as refused:
+        sandboxes.choose_sandbox("auto")
+    assert "user namespaces are refused" in str(refused.value) and "needs root" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    fallback = sandboxes.choose_sandbox("auto", unisolated_ok=True)
     assert fallback.mode == "none" and not fallback.isolated
     assert "user namespaces are refused" in fallback.note and "needs root" in fallback.note
+    assert sandboxes.choose_sandbox("none").mode == "none"  # asked for by name
     for mode in ("isolated", "uid"):
         with pytest.raises(KitError, match="does not work here"):
             sandboxes.choose_sandbox(mode)

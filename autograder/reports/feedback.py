@@ -16,6 +16,7 @@ def render(result: SubmissionResult) -> str:
     lines = [f"# Feedback for {markdown(result.student)}", "", f"**Score: {result.score:g} / {result.max_score:g}**", ""]
     if result.unfinished is not None:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
+    lines += [line for notice in result.notices for line in (f"**Note:** {notice}", "")]
     lines += ["| part | points |", "| --- | --- |"]
     for group, (score, top) in result.group_scores().items():
         lines.append(f"| {group.replace('_', ' ')} | {score:g} / {top:g} |")

@@ -2,8 +2,9 @@
 
 The worker, started as root, confines itself before any student code runs:
 
-1. Landlock (when the kernel has it): read and execute only the runtime, its own code and the submission;
-   write only its own scratch folder; no TCP (ABI 4); no signals or abstract sockets beyond itself (ABI 6).
+1. Landlock (when the kernel has it): read and execute only the runtime (never the kit's own install: what
+   lies beside it is allowed entry by entry), its own code and the submission; write only its own scratch
+   folder; no TCP (ABI 4); no signals or abstract sockets beyond itself (ABI 6).
 2. ``no_new_privs``, then a user and group of its own (one per worker, so RLIMIT_NPROC counts only its own
    processes and no other worker is its to signal, trace or read).
 3. A seccomp filter that refuses what would reach past the worker: sockets (the network), System V IPC and
@@ -149,6 +150,35 @@ def landlock(read_paths, write_paths):
     return abi
 
 
+def beside(roots, hidden):
+    """``roots`` with every folder that holds one of ``hidden`` replaced by its other entries, one by one (down to
+    the hidden one's own folder), so that no rule allows a parent of a hidden path. Paths are compared resolved
+    (a rule follows links: ``lib64`` linking to ``lib`` would allow all of ``lib``)."""
+    hidden = {os.path.realpath(path) for path in hidden}
+    kept = []
+    for root in map(os.path.realpath, roots):
+        inside = [path for path in hidden if path.startswith(root.rstrip("/") + "/")]
+        if root in hidden:
+            continue
+        if not inside:
+            kept.append(root)
+            continue
+        try:
+            entries = sorted(os.listdir(root))
+        except OSError:
+            continue  # unreadable here: nothing of it is allowed
+        kept += beside([os.path.join(root, name) for name in entries], inside)
+    return kept
+
+
+def _fill_import_caches():
+    """List every folder on ``sys.path`` now, while this process may: Python's path finders keep each listing, so
+    the packages still import after Landlock has taken away the right to list a folder that holds a hidden entry."""
+    import importlib.machinery
+
+    importlib.machinery.PathFinder.find_spec("__grader_fills_the_import_caches__")
+
+
 def become(uid, gid):
     """Drop root for good: no supplementary groups, then ``gid`` and ``uid`` (real, effective and saved)."""
     os.setgroups([])
@@ -161,7 +191,9 @@ def confine(plan):
     applied, for the worker's hello. Landlock is used where the kernel has it; the rest is required."""
     applied = {}
     try:
-        applied["landlock"] = landlock(plan["read"], plan["write"])
+        _fill_import_caches()
+        read = list(dict.fromkeys(beside(plan["read"], plan.get("hide", ()))))
+        applied["landlock"] = landlock(read, plan["write"])
     except OSError as error:
         if plan.get("require_landlock"):
             raise

@@ -15,13 +15,15 @@ class Contract:
     """``package``: the name students' code imports itself under; ``modules``: the student files (stems), in the
     order students write them; ``names``: each public name -> the module that defines it; ``classes``: the names
     whose instances stay in the worker behind handles; ``forbidden``: dotted paths of library calls that would
-    skip the work the assignment asks for (``torch.linalg.vector_norm``)."""
+    skip the work the assignment asks for (``torch.linalg.vector_norm``); ``packages``: the top-level names a
+    student file may import besides the standard library and its own package."""
 
     package: str
     modules: tuple[str, ...]
     names: dict[str, str]
     classes: frozenset[str]
     forbidden: tuple[str, ...]
+    packages: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         stray = sorted(module for module in self.names.values() if module not in self.modules)
@@ -37,13 +39,15 @@ class Contract:
 
     def to_json(self) -> dict:
         return {"package": self.package, "modules": list(self.modules), "names": dict(self.names),
-                "classes": sorted(self.classes), "forbidden": list(self.forbidden)}
+                "classes": sorted(self.classes), "forbidden": list(self.forbidden),
+                "packages": list(self.packages)}
 
     @classmethod
     def from_json(cls, data: dict) -> "Contract":
         return cls(str(data["package"]), tuple(map(str, data["modules"])),
                    {str(name): str(module) for name, module in dict(data["names"]).items()},
-                   frozenset(map(str, data.get("classes", ()))), tuple(map(str, data.get("forbidden", ()))))
+                   frozenset(map(str, data.get("classes", ()))), tuple(map(str, data.get("forbidden", ()))),
+                   tuple(map(str, data.get("packages", ()))))
 
     def to_env(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)

@@ -9,8 +9,8 @@ tests); structure and gradients are fetched as tensors and confirmed by recomput
 import torch
 
 from autograder.rubric import graded
-from .support import (PROJECTIONS, close, each_case, expected_attention, is_close,
-                                             module_and_twin, pair, randn, student_raises, tensor)
+from .support import (PROJECTIONS, close, each_case, expected_attention, gradient_agrees, gradient_reaches,
+                      is_close, module_and_twin, pair, randn, student_raises, tensor)
 
 GROUP = "attention"
 
@@ -218,10 +218,10 @@ def test_gradients_reach_every_projection(student):
         for sign in (1, -1):
             moved = (weight.double() + sign * 1e-2 * direction).float()
             losses.append(tensor(module.call_with({f"{name}.weight": moved}, x), (2, 4, 8)).double().pow(2).sum())
-        measured = float(losses[0] - losses[1]) / 2e-2
+        measured, loss = float(losses[0] - losses[1]) / 2e-2, float(losses[0] + losses[1]) / 2
         claimed = float((tensor(grads[f"{name}.weight"], (8, 8)).double() * direction).sum())
-        assert abs(measured) > 1e-3, f"no gradient reaches {name}"
-        assert abs(claimed - measured) <= 1e-2 * abs(measured) + 1e-3, f"the gradient of {name} is not its own"
+        assert gradient_reaches(measured, loss), f"no gradient reaches {name}"
+        assert gradient_agrees(claimed, measured, loss), f"the gradient of {name} is not its own"
 
 
 @graded(2, "Sequences in a batch do not see each other: each one's output is what it would be alone.",

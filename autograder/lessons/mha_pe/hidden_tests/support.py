@@ -181,6 +181,29 @@ def torch_twin(weights, d_model, num_heads):
     return load_public_checks().torch_twin(weights, d_model, num_heads)
 
 
+# The gradient check's finite differences move a projection's weights by 1e-2 along a direction and read the
+# change of the float32 loss (the squared output). Its thresholds are shares of that loss, never absolute
+# numbers, so a module with small weights (small outputs, small gradients) is judged as one with large. A true
+# gradient of the lesson's module moves the loss by 1e-4 of it per unit or more (the keys' are the smallest;
+# measured over many draws of the weights); a weight off the path moves it by nothing at all (the same float32
+# operations run), so the floor sits well below the smallest true gradient. Agreement allows the step's own
+# error: up to 3e-4 of the loss beyond 1% of the gradient over those draws.
+REACH_FLOOR = 1e-5
+AGREE_FLOOR = 1e-3
+
+
+def gradient_reaches(measured: float, loss: float) -> bool:
+    """Whether a directional derivative ``measured`` (a finite difference of ``loss``, the forward's squared
+    output) is a gradient at all: above what rounding of a loss that size can make (relative, never absolute)."""
+    return abs(measured) > REACH_FLOOR * abs(loss)
+
+
+def gradient_agrees(claimed: float, measured: float, loss: float) -> bool:
+    """Whether the gradient the worker reported (``claimed``, along the same direction) is the measured one:
+    within 1% of it, or within the finite difference's own error, relative to the loss."""
+    return abs(claimed - measured) <= 1e-2 * abs(measured) + AGREE_FLOOR * abs(loss)
+
+
 def module_and_twin(student, d_model, num_heads):
     """A student's MultiHeadAttention, its projections (fetched) and ``torch.nn.MultiheadAttention`` with them."""
     module = student.MultiHeadAttention(d_model, num_heads)
