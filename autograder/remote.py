@@ -507,7 +507,9 @@ class RemoteSubmission:
         CPU time its whole process tree used from its start to the reply, read by the judge from ``/proc`` (never
         the worker's word). The import of ``name``'s module is in it, and so is anything the module started
         (threads, child processes): work done ahead (a table cached at import) or aside is counted all the same.
-        A fresh forked worker costs a few milliseconds; a worker in a sandbox of its own, a torch import."""
+        The submission's own worker serves when it has run none of the submission's code yet (checks marked
+        ``@graded(first=True)`` are called then) and goes on serving the other checks; otherwise a fresh worker
+        is started for the call alone (a few milliseconds forked; a torch import in a sandbox of its own)."""
         if self.busy:
             raise MachineBusy(self.busy)
         if name in self.hung:
@@ -518,28 +520,35 @@ class RemoteSubmission:
         module = self.contract.names[name]
         if module in self.broken_modules:
             raise self.broken_modules[module]
-        try:
-            fresh = self.launch()
-        except (OSError, protocol.ProtocolError) as error:
-            self.events.append(f"no worker could be started: {error}")
-            raise WorkerCrash(name, "the grading process could not be started") from None
-        try:
+        own = self._worker(name)
+        if own.sent == 0:  # nothing of the submission's has run in it: it is as fresh as a new one
+            fresh = own
+        else:
             try:
-                fresh.ready(min(self.deadline, self.clock() + BACKSTOP * self.limits.start_seconds))
-            except protocol.ChannelTimeout:
-                raise self._machine_busy("a worker did not start within the backstop") from None
-            except protocol.ProtocolError:
-                raise WorkerCrash(name, f"the grading process failed to start: {fresh.exit_detail()}") from None
+                fresh = self.launch()
+            except (OSError, protocol.ProtocolError) as error:
+                self.events.append(f"no worker could be started: {error}")
+                raise WorkerCrash(name, "the grading process could not be started") from None
+        try:
+            if fresh is not own:
+                try:
+                    fresh.ready(min(self.deadline, self.clock() + BACKSTOP * self.limits.start_seconds))
+                except protocol.ChannelTimeout:
+                    raise self._machine_busy("a worker did not start within the backstop") from None
+                except protocol.ProtocolError:
+                    raise WorkerCrash(name, f"the grading process failed to start: {fresh.exit_detail()}") from None
             try:
                 self._exchange(fresh, {"op": "import", "module": module}, f"importing {module}.py")
             except (WorkerCrash, CallTimeout) as failure:
                 self.broken_modules[module] = failure
                 raise
+            fresh.imported.add(module)
             value = self._exchange(fresh, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
                                            "device": None}, name)
             cpu = max(fresh.usage().cpu, fresh.last_cpu) - fresh.cpu_start
         finally:
-            self._discard(None, fresh)
+            if fresh is not own:
+                self._discard(None, fresh)
         if isinstance(value, protocol.Handle):
             raise BadValue(name, "an object")
         return value, cpu

@@ -121,7 +121,8 @@ def _is_own_table(student, table, max_seq_len, base):
 
 
 @graded(2, "Compute the table with whole-tensor operations (a column of positions times a row of "
-           "frequencies), not with a Python loop over positions.", visibility="hidden", topic="pe-vectorized")
+           "frequencies), not with a Python loop over positions.", visibility="hidden", topic="pe-vectorized",
+        first=True)
 def test_table_is_vectorized(student, reference):
     """The table is computed without Python loops over positions"""
     # Many positions, few features: a vectorized table costs a few sin/cos passes over its entries, a Python loop
