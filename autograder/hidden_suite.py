@@ -124,15 +124,12 @@ class HiddenSuite:
 
     def run(self, fixtures: dict[str, Any]) -> list[tuple[Case, Outcome]]:
         """``[(case, Outcome)]`` for every case, called with ``fixtures`` (``{"student": ..., "reference": ...}``)."""
-        outcomes = {}
-        # Checks that measure work go first (the submission's worker then has run none of its code); results keep
-        # the collection order. A hidden test's prints (hypothesis reports, say) must not reach the judge's
-        # stdout: it is a channel.
-        ordered = sorted(range(len(self.cases)), key=lambda index: not self.cases[index].entry.first)
+        outcomes = []
+        # A hidden test's prints (hypothesis reports, say) must not reach the judge's stdout: it is a channel.
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            for index in ordered:
-                outcomes[index] = call(self.cases[index], fixtures)
-        return [(case, outcomes[index]) for index, case in enumerate(self.cases)]
+            for case in self.cases:
+                outcomes.append((case, call(case, fixtures)))
+        return outcomes
 
 
 def call(case: Case, fixtures: dict[str, Any]) -> Outcome:

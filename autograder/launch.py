@@ -59,7 +59,6 @@ class _Channel:
 
     cpu_start = 0.0  # the main process's CPU before any student code ran (a torch import, say)
     last_cpu = 0.0  # the latest cpu_mark
-    sent = 0  # requests sent: a worker that has sent none has run no student code
 
     def __init__(self, to_worker, from_worker, output):
         self._to_worker, self._from_worker, self.output = to_worker, from_worker, output
@@ -75,7 +74,6 @@ class _Channel:
     def send(self, message, blobs, deadline):
         """Send one request (before ``deadline``); return its nonce, which :meth:`receive` checks."""
         nonce = os.urandom(8).hex()
-        self.sent += 1
         protocol.send(self._to_worker, dict(message, nonce=nonce), blobs, deadline)
         return nonce
 

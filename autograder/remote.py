@@ -20,12 +20,14 @@ worker that was ready to run but waited for a CPU is the machine's fault
 
 import builtins
 import contextlib
+import hashlib
+import random
 import re
 import time
 
 import torch
 
-from . import clocks
+from . import clocks, seal
 from .worker import protocol
 from .worker.contract import Contract
 
@@ -270,6 +272,7 @@ class RemoteSubmission:
         self.unavailable = {}  # module -> names it imports that the grader does not have (imports.py's scan)
         # Line counts of the student's files: a place the worker names must exist in them.
         self.lines = {module: data.count(b"\n") + 1 for module, data in (files or {}).items()}
+        self.digests = {module: hashlib.sha256(data).digest() for module, data in (files or {}).items()}
         self.limits = sandbox.limits
         self.clock = time.monotonic  # the backstop's clock (tests inject one: no assertion waits on the wall)
         self.deadline = self.clock() + BACKSTOP * self.limits.submission_seconds  # a backstop: CPU is the limit
@@ -502,56 +505,25 @@ class RemoteSubmission:
             self.crashes[name] = self.crashes.get(name, 0) + 1
             raise
 
-    def cpu_of_fresh_call(self, name, *args, **kwargs):
-        """``(value, cpu seconds)``: ``name(*args, **kwargs)`` called in a fresh worker of this submission, and the
-        CPU time its whole process tree used from its start to the reply, read by the judge from ``/proc`` (never
-        the worker's word). The import of ``name``'s module is in it, and so is anything the module started
-        (threads, child processes): work done ahead (a table cached at import) or aside is counted all the same.
-        The submission's own worker serves when it has run none of the submission's code yet (checks marked
-        ``@graded(first=True)`` are called then) and goes on serving the other checks; otherwise a fresh worker
-        is started for the call alone (a few milliseconds forked; a torch import in a sandbox of its own)."""
-        if self.busy:
-            raise MachineBusy(self.busy)
-        if name in self.hung:
-            seconds, asleep = self.hung[name]
-            raise CallTimeout(name, seconds, earlier=True, asleep=asleep)
-        if self.forbidden.get(name):
-            raise ForbiddenCall(name, self.forbidden[name])
-        module = self.contract.names[name]
-        if module in self.broken_modules:
-            raise self.broken_modules[module]
-        own = self._worker(name)
-        if own.sent == 0:  # nothing of the submission's has run in it: it is as fresh as a new one
-            fresh = own
-        else:
-            try:
-                fresh = self.launch()
-            except (OSError, protocol.ProtocolError) as error:
-                self.events.append(f"no worker could be started: {error}")
-                raise WorkerCrash(name, "the grading process could not be started") from None
-        try:
-            if fresh is not own:
-                try:
-                    fresh.ready(min(self.deadline, self.clock() + BACKSTOP * self.limits.start_seconds))
-                except protocol.ChannelTimeout:
-                    raise self._machine_busy("a worker did not start within the backstop") from None
-                except protocol.ProtocolError:
-                    raise WorkerCrash(name, f"the grading process failed to start: {fresh.exit_detail()}") from None
-            try:
-                self._exchange(fresh, {"op": "import", "module": module}, f"importing {module}.py")
-            except (WorkerCrash, CallTimeout) as failure:
-                self.broken_modules[module] = failure
-                raise
-            fresh.imported.add(module)
-            value = self._exchange(fresh, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
-                                           "device": None}, name)
-            cpu = max(fresh.usage().cpu, fresh.last_cpu) - fresh.cpu_start
-        finally:
-            if fresh is not own:
-                self._discard(None, fresh)
-        if isinstance(value, protocol.Handle):
-            raise BadValue(name, "an object")
-        return value, cpu
+    def draw(self, label: str) -> random.Random:
+        """A generator for a check's arguments, seeded by this submission's files and ``label`` under the judge's
+        secret (:func:`seal.secret_seed`): the same submission always gets the same draw, and no submission can
+        know its draw in advance (so no cache prepared ahead can answer it)."""
+        digest = hashlib.sha256()
+        for module in sorted(self.digests):
+            digest.update(module.encode() + b"\0" + self.digests[module])
+        return random.Random(seal.secret_seed(digest.digest() + b"\0" + label.encode()))
+
+    def cpu_of_call(self, name, *args, **kwargs):
+        """``(value, cpu seconds)``: ``name(*args, **kwargs)`` called as usual, and the CPU time the worker's whole
+        process tree used meanwhile (threads, children, reaped or not), read by the judge from ``/proc`` before
+        and after (never the worker's word). Work done aside during the call is counted; work done before it
+        cannot help a check whose arguments come from :meth:`draw`."""
+        self._ensure_module(self.contract.names[name], name)  # the import is not the call's work
+        before = self._worker(name).usage().cpu
+        value = self.call(name, *args, **kwargs)
+        worker = self._worker(name)
+        return value, max(worker.usage().cpu, worker.last_cpu) - before
 
     def call(self, name, *args, device=None, **kwargs):
         value = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,

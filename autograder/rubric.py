@@ -28,7 +28,6 @@ class RubricEntry:
     visibility: Visibility = "visible"
     optional: bool = False  # counted only where this machine can run it (GPU parity)
     topic: str = ""  # the concept's key (its function's name when the mark names none)
-    first: bool = False  # measures the submission's work: called before every other test (see graded)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -38,27 +37,23 @@ class RubricEntry:
         return cls(id=str(data["id"]), name=str(data["name"]), group=str(data["group"]),
                    points=float(data["points"]), concept=str(data["concept"]),
                    visibility=data.get("visibility", "visible"), optional=bool(data.get("optional", False)),
-                   topic=str(data.get("topic", "")), first=bool(data.get("first", False)))
+                   topic=str(data.get("topic", "")))
 
 
 def graded(points: float, concept: str, visibility: Visibility = "visible", optional: bool = False,
-           topic: str | None = None, first: bool = False) -> pytest.MarkDecorator:
+           topic: str | None = None) -> pytest.MarkDecorator:
     """Mark a hidden test with its points, the concept it checks and who may see it.
 
     ``topic`` is a short key for that concept (``"pe-layout"``); catalogued bugs name the topics they break,
     which is how ``validate`` measures that a bug fails only the tests of its own concept. ``optional`` is for
     checks that cannot run on every grading machine (GPU parity): where such a check is skipped it counts
-    neither in the score nor in the maximum, so no total depends on the machine's hardware. ``first`` is for
-    checks that measure the submission's work (``student.cpu_of_fresh_call``): they are called before every
-    other test, when the submission's worker has run none of its code yet, so that worker serves the
-    measurement and no extra one is started (results keep the collection order).
+    neither in the score nor in the maximum, so no total depends on the machine's hardware.
     """
     if visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {VISIBILITIES}, got {visibility!r}")
     if points < 0:
         raise ValueError("points must not be negative")
-    return pytest.mark.graded(points=points, concept=concept, visibility=visibility, optional=optional, topic=topic,
-                              first=first)
+    return pytest.mark.graded(points=points, concept=concept, visibility=visibility, optional=optional, topic=topic)
 
 
 def rubric_entry(item: pytest.Function) -> RubricEntry:
@@ -67,8 +62,7 @@ def rubric_entry(item: pytest.Function) -> RubricEntry:
     doc = (item.function.__doc__ or item.name).strip().splitlines()[0].strip().rstrip(".")
     group = getattr(item.module, "GROUP", "other")
     return RubricEntry(item.name, doc, group, mark.kwargs["points"], mark.kwargs["concept"], mark.kwargs["visibility"],
-                       mark.kwargs["optional"], mark.kwargs.get("topic") or item.originalname,
-                       bool(mark.kwargs.get("first", False)))
+                       mark.kwargs["optional"], mark.kwargs.get("topic") or item.originalname)
 
 
 def _mark(item: pytest.Function) -> pytest.Mark:

@@ -69,6 +69,13 @@ def _new_key(path: Path) -> bytes:
     return key
 
 
+def secret_seed(message: bytes) -> int:
+    """A seed no submission can compute: an HMAC of ``message`` under the judge's key. The same message gets the
+    same seed wherever the key is the same (every shard of a class, every rerun), so checks drawn from it stay
+    a pure function of the submission; a worker sees what is drawn, never the key."""
+    return int.from_bytes(hmac.new(_key(), b"draw\0" + message, hashlib.sha256).digest()[:8], "big")
+
+
 def ready() -> None:
     """Make sure the key can be had (a KitError now, before any student is graded, rather than at the first save)."""
     _key()

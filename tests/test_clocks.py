@@ -284,11 +284,14 @@ HIDDEN_LOOPS = {
         data += chunk
     return torch.tensor(pickle.loads(data), dtype=torch.float32)""",
 }
-# The check's arguments are fixed (seeded, never drawn from the system), so a submission can prepare them: at import.
+# The check's arguments are drawn under the judge's secret: a submission that prepares tables at import for the
+# arguments it guesses (here: what a draw seeded without the secret would give) gains nothing.
 PRECOMPUTED = """
 
 _READY = {}
-for _args in [(30_000, 32, 9_000.0)]:
+import random as _random
+_guess = _random.Random(0)
+for _args in [(_guess.randrange(30_000, 40_000), 32, _guess.uniform(5e3, 2e4)), (30_000, 32, 9_000.0)]:
     _READY[_args] = torch.tensor(_loop_at_import(*_args), dtype=torch.float32)
 """
 
@@ -370,3 +373,22 @@ def test_the_whole_submissions_backstop_charges_a_sleeper_and_spares_a_starved_o
     remote.samples.add(100.0, 1.0, 90.0, True)  # what its earlier long calls were made of
     with pytest.raises(MachineBusy):
         remote.split_heads(torch.zeros(1, 2, 4), 2)
+
+
+def test_a_checks_draw_is_the_submissions_own_and_needs_the_judges_secret(monkeypatch):
+    """The same files draw the same arguments on every run (a pure function of the submission); other files, or
+    the same files under another key, draw others: no submission can compute its draw without the judge's key."""
+    files = {module: (SOLUTIONS / f"{module}.py").read_bytes() for module in MODULES}
+    sandbox = choose_sandbox("none", unisolated_ok=True)
+
+    def draws(files, key):
+        monkeypatch.setenv("AUTOGRADER_SEAL_KEY", key)
+        remote = RemoteSubmission(sandbox, lambda: None, CONTRACT, files=files)
+        return [remote.draw("pe-vectorized").random() for _ in range(2)] + [remote.draw("other").random()]
+
+    first = draws(files, "k" * 32)
+    assert first == draws(files, "k" * 32)
+    assert first[0] == first[1] != first[2]  # one sequence per label
+    assert draws(files, "j" * 32) != first
+    changed = dict(files, **{MODULES[0]: files[MODULES[0]] + b"\n# a comment\n"})
+    assert draws(changed, "k" * 32) != first
