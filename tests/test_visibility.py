@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import paths
 from autograder.errors import KitError
 from autograder.sandbox import choose_sandbox
+from wheels import build_wheel
 from lesson import LESSON, RELEASE, SOLUTIONS
 
 # The hostile submission's first lines (``TARGETS``: name -> path, and ``SITE`` are put above them).
@@ -93,17 +93,7 @@ def _unshare_prelude(tmp_path):
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory):
     """``(python, site-packages)`` of a throwaway environment holding the kit as a plain install, torch reused."""
-    build = tmp_path_factory.mktemp("wheel")
-    source = build / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copyfile(paths.REPO_ROOT / name, source / name)
-    shutil.copytree(paths.REPO_ROOT / "autograder", source / "autograder",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                           "-q", "-w", str(build / "dist"), str(source)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    (wheel,) = (build / "dist").glob("*.whl")
+    wheel, _ = build_wheel(tmp_path_factory.mktemp("wheel"))
     # Outside pytest's folders (mode 0700): a confined worker's user must reach the runtime.
     root = Path(tempfile.mkdtemp(prefix="mha-pe-installed-"))
     os.chmod(root, 0o755)
