@@ -329,16 +329,18 @@ class RemoteSubmission:
             self.events.append(f"a worker started ahead was lost before its first request ({error}); "
                                "started another")
 
-    def _discard(self, why, worker=None):
-        """End ``worker`` (the current one by default), keeping its output and counting the CPU it used."""
+    def _discard(self, why, worker=None, count=True):
+        """End ``worker`` (the current one by default), keeping its output and counting the CPU it used (towards
+        the submission's limit; ``count=False`` when no call follows, sparing a scan of ``/proc``)."""
         worker = self.worker if worker is None else worker
         if worker is not None and not getattr(worker, "discarded", False):
             worker.discarded = True
             self.outputs.append(worker.output)
-            with contextlib.suppress(OSError):  # its last reading, if it has already ended
-                reading = worker.usage()
-                self.cpu_before += max(0.0, max(reading.cpu if reading.alive else 0.0, worker.last_cpu)
-                                       - worker.cpu_start)
+            if count:
+                with contextlib.suppress(OSError):  # its last reading, if it has already ended
+                    reading = worker.usage()
+                    self.cpu_before += max(0.0, max(reading.cpu if reading.alive else 0.0, worker.last_cpu)
+                                           - worker.cpu_start)
             worker.close()
         if worker is not None and worker is self.worker:
             self.worker = None
@@ -360,7 +362,8 @@ class RemoteSubmission:
         return self.cpu_before + max(0.0, mark - worker.cpu_start)
 
     def close(self):
-        self._discard(None)
+        """The submission is graded: end its worker (no call follows, so its CPU is not read again)."""
+        self._discard(None, count=False)
 
     def output_text(self):
         texts = [out.text() for out in self.outputs + ([self.worker.output] if self.worker else [])]
