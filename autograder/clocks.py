@@ -12,6 +12,7 @@ file kept open) covers the worker's main process only; it is what each call take
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -78,21 +79,45 @@ def parents() -> dict[int, int]:
     return found
 
 
+@functools.cache
+def _children_files() -> bool:
+    """Whether this kernel lists each task's children (``/proc/<pid>/task/<tid>/children``): a tree is then read
+    from its root down, whatever else runs on the machine, instead of from every process's parent."""
+    return os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def _listed_children(pid: int) -> list[int]:
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # the process ended meanwhile
+        return found
+    for tid in tasks:
+        found += [int(child) for child in (_read(f"/proc/{pid}/task/{tid}/children") or b"").split()]
+    return found
+
+
 def tree(root: int, links: dict[int, int] | None = None) -> list[int]:
-    """``root`` and every process below it."""
-    links = parents() if links is None else links
-    below: dict[int, list[int]] = {}
-    for pid, parent in links.items():
-        below.setdefault(parent, []).append(pid)
+    """``root`` and every process below it (from ``links``, ``{pid: parent}``, when given)."""
+    if links is None and _children_files():
+        below = _listed_children
+    else:
+        links = parents() if links is None else links
+        table: dict[int, list[int]] = {}
+        for pid, parent in links.items():
+            table.setdefault(parent, []).append(pid)
+        below = lambda pid: table.get(pid, ())  # noqa: E731
     found, stack = [], [root]
     while stack:
         pid = stack.pop()
         found.append(pid)
-        stack.extend(below.get(pid, ()))
+        stack.extend(below(pid))
     return found
 
 
 def children(pid: int) -> list[int]:
+    if _children_files():
+        return sorted(_listed_children(pid))
     return sorted(child for child, parent in parents().items() if parent == pid)
 
 

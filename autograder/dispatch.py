@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import notebook_stage
+from . import allocator, notebook_stage
 from .assignment import Assignment
 from . import results as records
 from . import submission as submissions
@@ -137,6 +137,7 @@ def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
 
     # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
     torch.set_num_threads(1)
+    allocator.keep_big_buffers()
     tasks = iter(tasks)
     notebook = assignment.notebook if notebook else None  # the file to read, when the notebook is graded
     with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from .rubric import RubricEntry, rubric_entry
 FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
 # Marks the judge honours; others (skip, xfail, usefixtures) would be silently ignored, so they are refused.
 MARKS = {"graded", "parametrize", "hypothesis"}
+AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,21 @@ def pytest_args(hidden_dir: Path) -> list[str]:
     for unused in ("cacheprovider", "junitxml", "pastebin", "doctest", "legacypath", "stepwise", "lfplugin"):
         args += ["-p", f"no:{unused}"]
     return args
+
+
+@contextlib.contextmanager
+def _no_plugin_autoload():
+    """pytest without the plugins installed packages register (hypothesis' alone costs ~1 s at session end): the
+    judge calls the collected functions itself, so no plugin would run anyway."""
+    before = os.environ.get(AUTOLOAD)
+    os.environ[AUTOLOAD] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[AUTOLOAD]
+        else:
+            os.environ[AUTOLOAD] = before
 
 
 class _Collector:
@@ -104,7 +121,7 @@ class HiddenSuite:
         """Collect (import, never run) the hidden tests in ``hidden_dir``."""
         collector = _Collector()
         sink = io.StringIO()
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
             code = pytest.main(pytest_args(hidden_dir) + ["--collect-only"], plugins=[collector])
         problems = list(collector.problems)
         if code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED) and not problems:

@@ -7,7 +7,9 @@ own. Where the kernel does not allow that, or without bwrap, every worker is a
 start-up overlaps the previous student's tests.
 """
 
+import collections
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -272,6 +274,7 @@ class WorkerProcess(_Channel):
     def __init__(self, sandbox, submission_dir, scratch_dir, extra_env=None):
         to_worker_r, to_worker = os.pipe()
         from_worker, from_worker_w = os.pipe()
+        _widen(from_worker)
         try:
             self.sandboxed = _Sandboxed(sandbox, lambda info: sandboxes.worker_command(
                 sandbox, submission_dir, to_worker_r, from_worker_w, scratch_dir, info_fd=info, extra_env=extra_env),
@@ -321,6 +324,15 @@ class WorkerProcess(_Channel):
         self.output.join(timeout=5)
 
 
+def _widen(fd):
+    """Let a pipe hold a megabyte (Linux's default cap for any user): a big tensor crosses in a few writes, not
+    a hundred 64 KiB ones, each a switch between the worker and the judge."""
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except OSError:  # a lower cap: the default size works, only slower
+        pass
+
+
 def _owner(pid):
     try:
         return os.stat(f"/proc/{pid}").st_uid
@@ -338,8 +350,20 @@ class ForkedWorker(_Channel):
         super().__init__(to_worker, from_worker, output)
         self.zygote, self.ident, self.hello = zygote, ident, zygote.hello
         self.inner, self.root = inner, None
+        self.spawned = inner is not None  # the zygote's reply to the spawn request has been read
+        self.spawn_error = None  # why the zygote could not fork it, if it could not
+
+    def settle(self, reply):
+        """Take the zygote's reply to this worker's spawn request (read in order, after it was sent)."""
+        self.spawned = True
+        if reply.get("spawned") == self.ident:
+            self.inner = reply.get("pid")
+        else:
+            self.spawn_error = f"the zygote could not start a worker: {str(reply.get('error'))[:200]}"
 
     def _root(self):
+        if not self.spawned:
+            self.zygote.settle()
         if self.root is None and isinstance(self.inner, int) and self.zygote.sandboxed.first_pid is not None:
             self.root = clocks.host_pid(self.zygote.sandboxed.first_pid, self.inner)
         return self.root
@@ -356,6 +380,10 @@ class ForkedWorker(_Channel):
     def ready(self, deadline):
         if not self.zygote.alive:
             raise protocol.ChannelClosed("its zygote is gone")
+        if not self.spawned:
+            self.zygote.settle()
+        if self.spawn_error:
+            raise protocol.ChannelClosed(self.spawn_error)
         return self.hello
 
     def exit_detail(self):
@@ -366,6 +394,11 @@ class ForkedWorker(_Channel):
 
     def close(self):
         self._close_pipes()
+        if not self.spawned:
+            self.zygote.settle()
+        if self.spawn_error:  # never forked: nothing to end
+            self.output.join(timeout=5)
+            return
         if self.zygote.alive and self.zygote.kill(self.ident) is None:
             # Its end could not be confirmed: tear down the whole sandbox rather than let anything of it
             # overlap the next student (the factory starts a fresh zygote).
@@ -392,10 +425,13 @@ class Zygote:
         self.hello = None
         self.count = 0
         self.preloaded = False
+        # Workers whose spawn request is sent and whose reply is not read yet, oldest first: the zygote answers
+        # in order, so the judge goes on while it forks and reads the reply before its next request's.
+        self.unsettled = collections.deque()
 
     def _receive(self, timeout):
-        self.control.settimeout(timeout)
         try:
+            self.control.settimeout(timeout)
             data = self.control.recv(1 << 16)
         except (socket.timeout, OSError) as error:
             raise protocol.ChannelClosed(f"the zygote did not answer ({error})") from None
@@ -419,27 +455,30 @@ class Zygote:
         return self.process.poll() is None and bool(self.hello and self.hello.get("nested"))
 
     def spawn(self, files, limits):
-        """Fork a worker for the student ``files`` (``{module: bytes}``) and send it those files."""
+        """Fork a worker for the student ``files`` (``{module: bytes}``) and send it those files. Returns at once:
+        the zygote forks while the judge grades the previous student, and its reply is read later
+        (:meth:`settle`)."""
         self.count += 1
         ident = str(self.count)
         to_worker_r, to_worker = os.pipe()
         from_worker, from_worker_w = os.pipe()
+        _widen(from_worker)
         output_r, output_w = os.pipe()
         try:
             socket.send_fds(self.control, [json.dumps({"op": "spawn", "id": ident,
                                                        "limits": asdict(limits)}).encode()],
                             [to_worker_r, from_worker_w, output_w])
-            reply = self._receive(10)
+        except OSError:
+            for fd in (to_worker, from_worker, output_r):
+                os.close(fd)
+            raise
         finally:
             for fd in (to_worker_r, from_worker_w, output_w):
                 os.close(fd)
         output = _CappedOutput(os.fdopen(output_r, "rb"), limits.output_bytes)
-        if reply.get("spawned") != ident:
-            os.close(to_worker)
-            os.close(from_worker)
-            raise protocol.ChannelClosed(f"the zygote could not start a worker: {reply.get('error')}")
         names = sorted(files)
-        worker = ForkedWorker(self, ident, to_worker, from_worker, output, reply.get("pid"))
+        worker = ForkedWorker(self, ident, to_worker, from_worker, output)
+        self.unsettled.append(worker)
         try:  # the worker reads its files before any student code runs; a deadline all the same
             protocol.send(to_worker, {"files": names}, [files[name] for name in names], time.monotonic() + 30)
         except protocol.ProtocolError:
@@ -447,10 +486,22 @@ class Zygote:
             raise
         return worker
 
+    def settle(self):
+        """Read the replies to every spawn request sent so far (each worker's pid, or why it was not forked)."""
+        while self.unsettled:
+            worker = self.unsettled[0]
+            try:
+                reply = self._receive(10)
+            except protocol.ProtocolError as error:
+                reply = {"error": str(error)}
+            self.unsettled.popleft()
+            worker.settle(reply)
+
     def preload(self):
         """Have the zygote import what notebooks need, once, before it forks notebook workers."""
         if not self.preloaded:
             self.preloaded = True
+            self.settle()
             try:
                 self.control.send(json.dumps({"op": "preload", "id": "0"}).encode())
                 self._receive(120)
@@ -458,6 +509,7 @@ class Zygote:
                 pass
 
     def _ask(self, message):
+        self.settle()
         try:
             self.control.send(json.dumps(message).encode())
             return self._receive(10).get("status")

@@ -240,7 +240,7 @@ class RemoteObject:
 
 
 def fake_result(reply):
-    """The value of a fake-device call, each tensor (a meta tensor: fake tensors have no values) marked with the
+    """The value of a fake-device call, each tensor (a meta tensor: it has no values) marked with the
     device it was on in the worker (``device_of``)."""
     if not isinstance(reply, dict) or not isinstance(reply.get("devices"), list):
         raise BadValue("a call on the fake device", "no result")

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
+from . import allocator
 from .errors import KitError
 
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
@@ -170,6 +171,7 @@ def worker_environment(sandbox):
         "OMP_NUM_THREADS": str(sandbox.threads),
         "GRADER_THREADS": str(sandbox.threads),
         "GRADER_LIMITS": json.dumps(asdict(sandbox.limits)),
+        **allocator.WORKER_ENV,
     }
     return env
 

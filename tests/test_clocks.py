@@ -392,3 +392,29 @@ def test_a_checks_draw_is_the_submissions_own_and_needs_the_judges_secret(monkey
     assert draws(files, "j" * 32) != first
     changed = dict(files, **{MODULES[0]: files[MODULES[0]] + b"\n# a comment\n"})
     assert draws(changed, "k" * 32) != first
+
+
+def test_a_tree_read_from_its_root_down_is_the_tree_read_from_every_parent(monkeypatch):
+    """Where the kernel lists each task's children the tree is read from its root down; elsewhere from every
+    process's parent. Both find the same processes (a child and a grandchild here)."""
+    script = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); " \
+             "print('ready', flush=True); time.sleep(60)"
+    root = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert root.stdout.readline() == b"ready\n"
+        from_parents = clocks.tree(root.pid, clocks.parents())
+        assert len(from_parents) == 2 and from_parents[0] == root.pid
+        if not clocks._children_files():
+            pytest.skip("this kernel lists no children files: only the scan of every parent is used")
+        assert sorted(clocks.tree(root.pid)) == sorted(from_parents)
+        assert clocks.children(root.pid) == sorted(set(from_parents) - {root.pid})
+        monkeypatch.setattr(clocks, "_children_files", lambda: False)
+        assert sorted(clocks.tree(root.pid)) == sorted(from_parents)
+        assert clocks.children(root.pid) == sorted(set(from_parents) - {root.pid})
+    finally:
+        for pid in reversed(clocks.tree(root.pid, clocks.parents())):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        root.wait()

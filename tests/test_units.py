@@ -358,6 +358,47 @@ def test_the_fake_device_applies_the_gpus_device_rules():
         on_fake_device(Table(True), (torch.empty(2, 5, 4, device="meta"),), {"plain": True})
 
 
+def test_the_device_rules_agree_with_pytorchs_fake_tensors():
+    """The fake device's rules are the ones PyTorch's fake tensors apply (CUDA's), case by case: mixing a CPU tensor
+    into a meta computation fails exactly where it fails under ``FakeTensorMode``."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from autograder.worker.device_rules import DeviceRules
+
+    meta, cpu = torch.empty(2, 3, 3, device="meta"), torch.ones(3, 3)
+    bools = torch.ones(3, 3, dtype=torch.bool)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    cases = {
+        "add a CPU matrix": lambda: meta + cpu,
+        "add a CPU 0-dim tensor": lambda: meta + torch.tensor(2.0),
+        "CPU 0-dim tensor first": lambda: torch.tensor(2.0) * meta,
+        "a CPU mask": lambda: meta.masked_fill(bools, 0.0),
+        "a CPU 0-dim fill value": lambda: meta.masked_fill(bools.to("meta"), torch.tensor(-1e9)),
+        "matmul with a CPU matrix": lambda: meta @ cpu,
+        "where with a CPU condition": lambda: torch.where(bools, meta, 0.0),
+        "concatenate a CPU tensor": lambda: torch.cat([meta, torch.ones(1, 3, 3)]),
+        "index with CPU indices": lambda: meta[:, torch.tensor([0, 1])],
+        "a CPU mask moved first": lambda: meta.masked_fill(~bools.tril().to(meta.device), 0.0),
+        "copy a CPU tensor in": lambda: torch.empty(3, 3, device="meta").copy_(cpu),
+        "built-in attention": lambda: sdpa(meta, meta, meta),
+        "built-in attention, CPU mask": lambda: sdpa(meta, meta, meta, attn_mask=bools),
+        "only CPU tensors": lambda: cpu.tril() + cpu,
+    }
+
+    def outcome(mode, case):
+        try:
+            with mode():
+                return case().device.type
+        except RuntimeError:
+            return "refused"
+
+    ours = {name: outcome(DeviceRules, case) for name, case in cases.items()}
+    theirs = {name: outcome(lambda: FakeTensorMode(allow_non_fake_inputs=True), case) for name, case in cases.items()}
+    assert ours == theirs
+    assert ours["a CPU mask"] == "refused" and ours["a CPU 0-dim fill value"] == "meta"
+
+
 def test_the_class_report_lists_every_student_who_needs_a_look():
     """A note of any kind (refused files, a crash, the sandbox off) or no usable notebook: listed, id escaped."""
     from autograder.reports import class_report

@@ -27,10 +27,9 @@ WARM_UP_ENV = "GRADER_WARM_UP"  # the lesson's own warm-up (trusted source text 
 
 
 def warm_up(torch):
-    """Pay the one-time costs of the first calls (the meta device's Python kernels import torch._dynamo, ~1 s;
-    the first fake-tensor call, ~1 s more) before any student code runs, so they are not charged to the
-    student's time limits. The lesson's warm-up then runs what its checks meet most: fake tensors cache their
-    work by shape, so the shapes matter."""
+    """Pay the one-time costs of the first calls (the meta device's Python kernels import torch._dynamo, ~1 s)
+    before any student code runs, so they are not charged to the student's time limits. The lesson's warm-up
+    then runs the operations its checks meet most, on the fake device too."""
     from .session import on_fake_device
 
     x = torch.ones(3, 5, 6, requires_grad=True)  # shapes no lesson's checks are likely to use (they are public)

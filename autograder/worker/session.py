@@ -15,7 +15,6 @@ check against its own computations.
 import builtins
 import importlib
 import itertools
-import logging
 import os
 import random
 import sys
@@ -299,21 +298,18 @@ def _module(value):
 def on_fake_device(function, args, kwargs):
     """Run ``function`` (or a module's forward, with its parameters and buffers moved) on a fake device.
 
-    PyTorch's fake tensors (``FakeTensorMode``) carry shapes, dtypes and devices but no values, and apply the
-    device rules CUDA kernels apply: a CPU 0-dim tensor mixes with tensors of any device, any other CPU tensor
-    does not. The fake device is ``meta`` here: the judge's inputs arrive on it, and unlike a fake ``cuda``
-    tensor it can be indexed on a build without CUDA (indexing asks the build for a CUDA device guard). A
-    module is called with fake copies of its registered parameters and buffers, as ``module.to(device)``
-    would move them; plain tensor attributes stay on the CPU, as they would on a GPU.
+    The fake device is ``meta``: tensors with shapes, dtypes and devices but no values. The judge's inputs
+    arrive on it, and :class:`~.device_rules.DeviceRules` applies the GPU's device rules to every operation (a
+    CPU 0-dim tensor mixes with tensors of any device, any other CPU tensor does not). A module is called with
+    meta copies of its registered parameters and buffers, as ``module.to(device)`` would move them; plain tensor
+    attributes stay on the CPU, as they would on a GPU.
 
     Returns ``{"value": the result with each tensor as a plain meta tensor, "devices": each tensor's device
     type, in order}``.
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from .device_rules import DeviceRules
 
-    # A student's shape error under fake tensors is an answer, not something for PyTorch to log as it does.
-    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
-    with FakeTensorMode(allow_non_fake_inputs=True):
+    with DeviceRules():
         if isinstance(function, torch.nn.Module):
             state = {name: torch.empty_like(tensor, device="meta")
                      for name, tensor in itertools.chain(function.named_parameters(), function.named_buffers())}

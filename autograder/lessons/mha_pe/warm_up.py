@@ -1,10 +1,10 @@
 """What this lesson's checks run most, run once in each judge's zygote before it forks workers.
 
-Fake tensors cache their work by shape, so these are the device checks' operations, on shapes of their own: no
-shape here is one a hidden test uses (``tests/test_visibility.py`` checks), since this text reaches the zygote,
-whose memory every worker inherits. Each worker pays the cache's misses for the checks' own shapes (a few
-milliseconds). The zygote runs this file's text (sent by the judge) with ``warm_up(torch, on_fake_device)``; it
-imports nothing of the kit.
+The operations of the checks (the device checks' too, on the fake device), so their first-call costs (kernel
+lookups, lazily built tables) are paid once. Their shapes are their own: no shape here is one a hidden test uses
+(``tests/test_visibility.py`` checks), since this text reaches the zygote, whose memory every worker inherits.
+The zygote runs this file's text (sent by the judge) with ``warm_up(torch, on_fake_device)``; it imports
+nothing of the kit.
 """
 
 

@@ -77,8 +77,8 @@ def test_bad_shapes_raise_value_error(student):
         student.combine_heads(torch.zeros(2, 5, 12))
 
 
-@graded(1, "split_heads and combine_heads only rearrange their input, so they work on any device (checked with "
-           "PyTorch's fake tensors, which follow the GPU's device rules).", visibility="hidden", topic="device")
+@graded(1, "split_heads and combine_heads only rearrange their input, so they work on any device (checked on "
+           "PyTorch's meta device under the GPU's device rules).", visibility="hidden", topic="device")
 def test_heads_work_on_any_device(student):
     """split and combine keep the input's device"""
     split = tensor(student.on_fake_device("split_heads", torch.empty(2, 3, 8, device="meta"), 2), (2, 2, 3, 4))

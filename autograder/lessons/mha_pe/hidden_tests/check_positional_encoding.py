@@ -235,8 +235,8 @@ def test_module_checks_its_input(student):
 
 
 @graded(2, "Slice the buffer inside forward rather than building a new tensor there: a buffer follows "
-           "module.to(device), a tensor made in forward stays on the CPU (checked with PyTorch's fake tensors, "
-           "which follow the GPU's device rules).", topic="device")
+           "module.to(device), a tensor made in forward stays on the CPU (checked on PyTorch's meta device "
+           "under the GPU's device rules).", topic="device")
 def test_module_follows_its_device(student):
     """PositionalEncoding works after .to(device)"""
     module = student.PositionalEncoding(8, max_seq_len=10)

@@ -34,8 +34,8 @@ def test_positional_encoding_breaks_the_symmetry(student):
 
 
 @graded(3, "Create no tensor on a fixed device inside forward: derive everything from the inputs and the "
-           "module's own parameters and buffers, so the code runs on any device (checked with PyTorch's fake "
-           "tensors, which follow the GPU's device rules: a CPU number such as torch.tensor(-1e9) may join a "
+           "module's own parameters and buffers, so the code runs on any device (checked on PyTorch's meta "
+           "device under the GPU's device rules: a CPU number such as torch.tensor(-1e9) may join a "
            "GPU computation, a CPU mask may not).", topic="device")
 def test_attention_runs_on_any_device(student):
     """Attention works on the input's device"""

@@ -1,0 +1,70 @@
+"""The GPU's device rules, applied on the meta device: how the device checks run without a GPU.
+
+A CUDA kernel accepts tensors of its own device and CPU 0-dim tensors (a
+``torch.tensor(-1e9)`` fill value, say); any other CPU tensor it meets (a mask
+built in ``forward`` without ``device=``) is an error. Plain meta kernels are
+both stricter (a CPU 0-dim value is refused) and laxer (``meta @ cpu`` runs),
+so :class:`DeviceRules` checks every operation's tensors as CUDA would, then
+runs it on meta with any CPU 0-dim argument moved there. These are the rules
+PyTorch's fake tensors apply (``_find_common_device``), at a fraction of their
+cost: a fake-tensor call touches thousands of the warm worker's pages, each a
+copy-on-write fault in a fresh fork.
+"""
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_aten = torch.ops.aten
+# Operations that take tensors of two devices on a GPU too: copies between devices, CPU index tensors.
+MIXED_DEVICES = frozenset({_aten.copy_.default, _aten._to_copy.default, _aten._foreach_copy.default,
+                           _aten.index.Tensor, _aten.index_put.default, _aten.index_put_.default,
+                           _aten._index_put_impl_.default})
+
+
+def _tensors(values):
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from (item for item in value if isinstance(item, torch.Tensor))
+
+
+def _moved(value, device):
+    """``value`` with each tensor not on ``device`` (a CPU 0-dim one) replaced by a 0-dim tensor there."""
+    if isinstance(value, torch.Tensor):
+        return value if value.device == device else torch.empty((), dtype=value.dtype, device=device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_moved(item, device) for item in value)
+    return value
+
+
+def common_device(func, tensors):
+    """``(device, moved)``: the device an operation on ``tensors`` runs on, and whether a CPU 0-dim tensor joins
+    from another device. Raises ``RuntimeError`` where a GPU would: two devices, neither a CPU 0-dim tensor."""
+    device, scalar, moved = None, False, False
+    for tensor in tensors:
+        zero_dim_cpu = tensor.device.type == "cpu" and tensor.dim() == 0
+        if device is None:
+            device, scalar = tensor.device, zero_dim_cpu
+        elif tensor.device == device:
+            scalar = scalar and zero_dim_cpu
+        elif zero_dim_cpu:
+            moved = True
+        elif scalar:  # so far only CPU 0-dim tensors: they join this one's device
+            device, scalar, moved = tensor.device, False, True
+        else:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"{device} and {tensor.device} (in {func})")
+    return device, moved
+
+
+class DeviceRules(TorchDispatchMode):
+    """Inside ``with DeviceRules():`` every ATen operation obeys the GPU's device rules (see the module)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in MIXED_DEVICES:
+            device, moved = common_device(func, _tensors((*args, *kwargs.values())))
+            if moved:
+                args, kwargs = _moved(args, device), {key: _moved(value, device) for key, value in kwargs.items()}
+        return func(*args, **kwargs)
