@@ -75,7 +75,8 @@ def _grader_error(error: BaseException) -> str:
 def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebook: str | None = None) -> _Prepared:
     """Read ``task``'s files and start its worker now, so it gets ready while the previous student is graded.
 
-    The worker runs no student code before its first request, which comes after the previous worker is gone.
+    The worker runs no student code before its first request, and no request before the previous worker is
+    confirmed gone (a forked worker's kill runs while the result is written and the next student prepared).
     """
     prepared = _Prepared(task, scratch=Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
     try:

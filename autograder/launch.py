@@ -16,13 +16,15 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
+import termios
 import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import clocks
+from . import clocks, cpu_share
 from . import sandbox as sandboxes
 from . import strays
 from .submission import stage
@@ -37,17 +39,38 @@ class _CappedOutput(threading.Thread):
     def __init__(self, stream, cap):
         super().__init__(daemon=True)
         self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
+        self.fd = stream.fileno()
+        self.lock = threading.Lock()  # held while a chunk is read and kept: see settle
         self.start()
 
     def run(self):
         while True:
-            chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+            select.select([self.fd], [], [])
+            with self.lock:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    chunk = b""
+                room = self.cap - len(self.kept)
+                self.kept += chunk[:room]
+                self.dropped += max(0, len(chunk) - room)
             if not chunk:
                 break
-            room = self.cap - len(self.kept)
-            self.kept += chunk[:room]
-            self.dropped += max(0, len(chunk) - room)
         self.stream.close()
+
+    def settle(self, seconds=2.0):
+        """Wait (up to ``seconds``) until everything written to the pipe so far is kept: a worker flushes its
+        prints before each reply, so after its last reply this is all it printed, and it need not have ended."""
+        end = time.monotonic() + seconds
+        while self.is_alive() and time.monotonic() < end:
+            with self.lock:
+                try:
+                    unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+                except OSError:  # closed: the reader has finished
+                    return
+                if not unread:
+                    return
+            time.sleep(0.0005)
 
     def text(self):
         text = self.kept.decode("utf-8", "replace")
@@ -61,6 +84,8 @@ class _Channel:
 
     cpu_start = 0.0  # the main process's CPU before any student code ran (a torch import, say)
     last_cpu = 0.0  # the latest cpu_mark
+    shares = None  # the factory's cpu_share.CpuShares, where cgroups v2 give each worker a CPU share
+    share = None  # this worker's group there, once placed
 
     def __init__(self, to_worker, from_worker, output):
         self._to_worker, self._from_worker, self.output = to_worker, from_worker, output
@@ -115,6 +140,13 @@ class _Channel:
         if value is not None:
             self.last_cpu = value
         return self.last_cpu
+
+    def take_share(self):
+        """Move the worker into a CPU group of its own (before its first request: its children follow it)."""
+        if self.shares is not None and self.share is None:
+            pid = self._main_pid()
+            if pid is not None:
+                self.share = self.shares.place(pid)
 
     def usage(self):
         """A :class:`clocks.Usage` of the worker's whole tree (a scan of ``/proc``: read while waiting only)."""
@@ -294,6 +326,7 @@ class WorkerProcess(_Channel):
             self.hello = message
             self.sandboxed.watch()  # no student code has run yet: the sandbox's first process is alive
             self.cpu_start = self.cpu_mark()  # its start-up (a torch import) is not the submission's
+            self.take_share()
         return self.hello
 
     def _main_pid(self):
@@ -340,6 +373,9 @@ def _owner(pid):
         return None
 
 
+KILLS = "kills"  # Zygote.settle: up to the last kill sent
+
+
 class ForkedWorker(_Channel):
     """A worker forked by a :class:`Zygote`, in namespaces of its own inside the zygote's sandbox.
 
@@ -351,6 +387,7 @@ class ForkedWorker(_Channel):
         self.zygote, self.ident, self.hello = zygote, ident, zygote.hello
         self.inner, self.root = inner, None
         self.spawned = inner is not None  # the zygote's reply to the spawn request has been read
+        self.started = False  # ready() has confirmed it may run student code
         self.spawn_error = None  # why the zygote could not fork it, if it could not
 
     def settle(self, reply):
@@ -363,7 +400,7 @@ class ForkedWorker(_Channel):
 
     def _root(self):
         if not self.spawned:
-            self.zygote.settle()
+            self.zygote.settle(self)
         if self.root is None and isinstance(self.inner, int) and self.zygote.sandboxed.first_pid is not None:
             self.root = clocks.host_pid(self.zygote.sandboxed.first_pid, self.inner)
         return self.root
@@ -378,12 +415,19 @@ class ForkedWorker(_Channel):
         return clocks.tree(root) if root is not None else []
 
     def ready(self, deadline):
+        """The zygote's hello, once this worker is forked and every worker stopped before it is confirmed gone
+        (so nothing of an earlier student runs beside this one's code)."""
         if not self.zygote.alive:
             raise protocol.ChannelClosed("its zygote is gone")
-        if not self.spawned:
-            self.zygote.settle()
-        if self.spawn_error:
-            raise protocol.ChannelClosed(self.spawn_error)
+        if not self.started:
+            self.zygote.settle(self)
+            self.zygote.settle(KILLS)
+            if self.spawn_error:
+                raise protocol.ChannelClosed(self.spawn_error)
+            if self.zygote.retired:
+                raise protocol.ChannelClosed("an earlier worker's end could not be confirmed; its zygote is replaced")
+            self.take_share()
+            self.started = True
         return self.hello
 
     def exit_detail(self):
@@ -393,17 +437,17 @@ class ForkedWorker(_Channel):
         return _describe_exit(-status["signal"] if "signal" in status else status["code"])
 
     def close(self):
+        """Stop the worker. The zygote kills it while the judge goes on (writing the result, preparing the
+        next student); the next worker's :meth:`ready` reads the confirmation before that worker runs any code."""
         self._close_pipes()
         if not self.spawned:
-            self.zygote.settle()
+            self.zygote.settle(self)
         if self.spawn_error:  # never forked: nothing to end
             self.output.join(timeout=5)
             return
-        if self.zygote.alive and self.zygote.kill(self.ident) is None:
-            # Its end could not be confirmed: tear down the whole sandbox rather than let anything of it
-            # overlap the next student (the factory starts a fresh zygote).
-            self.zygote.close()
-        self.output.join(timeout=5)
+        self.output.settle()  # its prints so far; it may still be ending
+        if self.zygote.alive:
+            self.zygote.kill_later(self.ident)
 
 
 class Zygote:
@@ -428,6 +472,7 @@ class Zygote:
         # Workers whose spawn request is sent and whose reply is not read yet, oldest first: the zygote answers
         # in order, so the judge goes on while it forks and reads the reply before its next request's.
         self.unsettled = collections.deque()
+        self.retired = False  # a kill it could not confirm: replaced before it forks another worker
 
     def _receive(self, timeout):
         try:
@@ -486,16 +531,37 @@ class Zygote:
             raise
         return worker
 
-    def settle(self):
-        """Read the replies to every spawn request sent so far (each worker's pid, or why it was not forked)."""
+    def settle(self, until=None):
+        """Read the replies to the requests sent without waiting, oldest first: up to the worker ``until``'s
+        spawn, up to the last kill (``until=KILLS``), or all (``None``). Each spawned worker's pid (or why it was
+        not forked), each killed worker's end. A kill the zygote could not confirm retires this whole
+        sandbox: the factory tears it down before it starts the next worker, so nothing of that worker outlives
+        the student after next, and starts a fresh zygote (a worker already forked here and not yet used is
+        replaced, at no cost to its student)."""
         while self.unsettled:
-            worker = self.unsettled[0]
+            if until is KILLS and all(isinstance(waiting, ForkedWorker) for waiting in self.unsettled):
+                return
+            waiting = self.unsettled[0]
             try:
                 reply = self._receive(10)
             except protocol.ProtocolError as error:
                 reply = {"error": str(error)}
             self.unsettled.popleft()
-            worker.settle(reply)
+            if isinstance(waiting, ForkedWorker):
+                waiting.settle(reply)
+                if waiting is until:
+                    return
+            elif reply.get("status") is None:
+                self.retired = True
+
+    def kill_later(self, ident):
+        """Ask the zygote to kill worker ``ident`` without waiting for its answer (see :meth:`settle`)."""
+        try:
+            self.control.send(json.dumps({"op": "kill", "id": ident, "wait": 5.0}).encode())
+        except OSError:
+            self.retired = True
+            return
+        self.unsettled.append(ident)
 
     def preload(self):
         """Have the zygote import what notebooks need, once, before it forks notebook workers."""
@@ -540,6 +606,7 @@ class WorkerFactory:
             self.env[WARM_UP_ENV] = assignment.warm_up.read_text(encoding="utf-8")
         self.zygote, self.note = None, ""
         self.use_zygote = sandbox.mode == "bwrap" and sandbox.fork
+        self.shares = cpu_share.open_shares()  # None where cgroups v2 offer no CPU controller here
         if sandbox.mode == "uid":  # confined workers, each its own user, pass through to their own folders
             os.chmod(scratch_root, 0o711)
 
@@ -551,6 +618,9 @@ class WorkerFactory:
     def _live_zygote(self):
         if not self.use_zygote:
             return None
+        if self.zygote is not None and self.zygote.retired:
+            self.zygote.close()
+            self.zygote = None
         alive = self.zygote is not None and self.zygote.process.poll() is None
         if alive and self.zygote.hello is not None:
             return self.zygote
@@ -576,9 +646,13 @@ class WorkerFactory:
     def launcher(self, files, scratch):
         """A no-argument callable that starts a fresh worker over the student ``files`` (``{module: bytes}``)."""
         if self.forks:
-            return lambda: self._spawn(files)
+            return lambda: self._shared(self._spawn(files))
         staged = stage(files, Path(scratch) / "submission", self.contract.modules)
-        return lambda: WorkerProcess(self.sandbox, staged, scratch, self.env)
+        return lambda: self._shared(WorkerProcess(self.sandbox, staged, scratch, self.env))
+
+    def _shared(self, worker):
+        worker.shares = self.shares
+        return worker
 
     def notebook_launcher(self, files, scratch):
         """Like :meth:`launcher`, for a notebook's worker: the zygote imports IPython and matplotlib first (once)."""
@@ -602,3 +676,5 @@ class WorkerFactory:
         if self.zygote is not None:
             self.zygote.close()
             self.zygote = None
+        if self.shares is not None:  # every worker is gone: their groups can go
+            self.shares.close()

@@ -318,6 +318,38 @@ def test_a_worker_that_ends_as_it_is_stopped_is_still_confirmed_gone(warm_factor
     assert warm_factory.zygote is zygote and zygote.alive
 
 
+def test_a_closed_worker_is_killed_while_the_judge_goes_on_and_an_unconfirmed_kill_retires_its_zygote(
+        warm_factory, tmp_path, monkeypatch):
+    """Closing a forked worker does not wait for its end: the zygote's confirmation is read with its next replies.
+    Confirmed, the worker's process is gone; a kill it cannot confirm retires the zygote, and the next worker
+    comes from a fresh one (the retired sandbox torn down first)."""
+    from autograder import clocks
+    from autograder.submission import read_files
+
+    zygote = warm_factory.zygote
+    files, _ = read_files(REFERENCE, CONTRACT)
+    worker = warm_factory.launcher(files, tmp_path)()
+    assert worker.ready(time.monotonic() + 10) and worker.request({"op": "nothing"}, [], time.monotonic() + 10)
+    pid = worker._main_pid()
+    assert pid is not None and clocks.tree(pid)
+    worker.close()
+    assert zygote.unsettled  # sent, not awaited
+    zygote.settle()
+    assert not zygote.retired and not Path(f"/proc/{pid}").exists()
+
+    worker = warm_factory.launcher(files, tmp_path)()
+    worker.ready(time.monotonic() + 10)
+    worker.close()
+    unconfirmed = zygote._receive
+    monkeypatch.setattr(zygote, "_receive", lambda timeout: dict(unconfirmed(timeout), status=None))
+    zygote.settle()
+    assert zygote.retired
+    fresh = warm_factory.launcher(files, tmp_path)()
+    assert warm_factory.zygote is not zygote and not zygote.alive
+    assert fresh.ready(time.monotonic() + 30) and fresh.request({"op": "nothing"}, [], time.monotonic() + 10)
+    fresh.close()
+
+
 def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, monkeypatch):
     """Reading or writing one student's files can fail (a disk error, a full quota): the class goes on."""
     import errno

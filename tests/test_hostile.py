@@ -12,6 +12,7 @@ import json
 import os
 import re
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -621,7 +622,8 @@ os.close(2)
 
 @pytest.mark.parametrize("mode", MODES)
 def test_what_a_worker_started_is_gone_when_its_close_returns(mode, tmp_path, scratch):
-    """The next student's code may start as soon as the previous worker is closed: nothing of it may remain."""
+    """Nothing a closed worker started remains when the next worker may run student code (its ``ready``: a forked
+    worker's kill is confirmed there, other workers' when they close)."""
     from autograder.remote import RemoteSubmission, StudentError
     from autograder.submission import read_files
     from autograder.launch import WorkerFactory
@@ -640,7 +642,10 @@ def test_what_a_worker_started_is_gone_when_its_close_returns(mode, tmp_path, sc
             remote.split_heads(torch.zeros(1, 2, 4), 2)  # imports heads.py: the lingering process starts
         assert _alive_with(token), "the lingering process never started: the test proves nothing"
         remote.close()
+        following = factory.launcher(files, scratch)()
+        following.ready(time.monotonic() + 60)
         assert _alive_with(token) == []
+        following.close()
     finally:
         factory.close()
         for pid in _alive_with(token):
