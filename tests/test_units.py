@@ -94,6 +94,20 @@ def test_feedback_says_grading_failed_from_the_typed_failure_only():
     assert sorry not in feedback.render(crashed)
 
 
+def test_the_feedback_header_keeps_written_points_pending_apart():
+    """Written answers not graded yet are neither earned nor lost: the header says so instead of counting them
+    as missing, and once a human has graded them it is the plain score."""
+    from autograder.reports import feedback
+
+    code = TestResult("a", "heads", 3, 3, "passed", "", "visible", "test_a")
+    pending = TestResult("written: q1", "written", 0, 4, "pending", "my answer", "visible", "q1")
+    graded = TestResult("written: q1", "written", 3, 4, "passed", "my answer", "visible", "q1")
+    header = feedback.render(SubmissionResult("s", (code, pending))).splitlines()[2]
+    assert header == "**Score: 3 / 3 so far · 4 written points still to be graded**"
+    assert feedback.render(SubmissionResult("s", (code, graded))).splitlines()[2] == "**Score: 6 / 7**"
+    assert feedback.render(SubmissionResult("s", (code,))).splitlines()[2] == "**Score: 3 / 3**"
+
+
 @pytest.mark.parametrize("student", ["alice", "a b", "..", ".hidden", "-rf", "ünï/x", "a\nb"])
 def test_safe_names_are_plain_file_names(student):
     name = safe_name(student)

@@ -24,6 +24,11 @@ def get_positional_encoding(max_seq_len, d_model, base=10000.0):
 
     so sines sit in the even columns and cosines in the odd ones, interleaved.
 
+    Mind the two meanings of ``i``: here it is the pair index (0, 1, 2, ...), and the
+    exponent is ``2i / d_model``. The lesson's code lets its ``i`` run over the even
+    columns (0, 2, 4, ...) and divides that by ``d_model``: its ``i`` is this ``2i``.
+    Doubling it again gives every pair the wrong frequency.
+
     Build the table with whole-tensor operations: a column of positions times a row
     of frequencies gives every angle at once (broadcasting). A Python loop over the
     positions, like the lesson's double loop, is too slow and loses points.

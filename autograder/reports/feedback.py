@@ -13,7 +13,7 @@ SHOWN = ("visible", "after_due_date", "after_published")
 
 def render(result: SubmissionResult) -> str:
     """The Markdown feedback of one student (a pure function of the record)."""
-    lines = [f"# Feedback for {markdown(result.student)}", "", f"**Score: {result.score:g} / {result.max_score:g}**", ""]
+    lines = [f"# Feedback for {markdown(result.student)}", "", f"**{score_line(result)}**", ""]
     if result.unfinished is not None:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
     lines += [line for notice in result.notices for line in (f"**Note:** {notice}", "")]
@@ -64,6 +64,16 @@ def render(result: SubmissionResult) -> str:
         lines += ["", f"{pending:g} of these {sum(test.max_score for test in written):g} points are still to be "
                       "graded by your instructor." if pending else "Every written answer has been graded.", ""]
     return "\n".join(lines)
+
+
+def score_line(result: SubmissionResult) -> str:
+    """The header's score. Written answers a human has not graded yet are neither earned nor lost: they are named
+    apart ("Score: 111 / 111 so far · 13 written points still to be graded"), not counted as missing points."""
+    pending = sum(test.max_score for test in result.tests if test.group == "written" and test.status == "pending")
+    if not pending:
+        return f"Score: {result.score:g} / {result.max_score:g}"
+    return (f"Score: {result.score:g} / {result.max_score - pending:g} so far · {pending:g} written points still to "
+            "be graded")
 
 
 def _inline(text: str) -> str:
