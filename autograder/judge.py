@@ -26,7 +26,7 @@ from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
 from .launch import WorkerFactory
 from .results import GraderFailure, SubmissionResult, TestResult
-from .rubric import RubricEntry
+from .rubric import NotChecked, RubricEntry
 from .sandbox import Requested, Sandbox, choose_sandbox
 
 
@@ -38,6 +38,11 @@ OUTPUT_LIMIT = 64 << 10  # the submission's prints over all its workers (each is
 
 def _student_failure(error):
     """The SubmissionFailure behind ``error`` (looking through chains and exception groups), or None."""
+    return _find(error, SubmissionFailure)
+
+
+def _find(error, kind):
+    """The first exception of type ``kind`` in ``error``, its chain and its groups, or None."""
     seen = set()
     stack = [error]
     while stack:
@@ -45,7 +50,7 @@ def _student_failure(error):
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, SubmissionFailure):
+        if isinstance(current, kind):
             return current
         if isinstance(current, BaseExceptionGroup):
             stack.extend(current.exceptions)
@@ -81,6 +86,12 @@ def _result_for(entry: RubricEntry, outcome: Outcome) -> tuple[TestResult, Grade
                               test_id), None
         return TestResult(name, group, 0, points, "failed", f"{concept}\nNot checked: {outcome.reason}.", visibility,
                           test_id), None
+    blocked = _find(outcome.error, NotChecked)
+    if blocked is not None:  # a part it needs fails first: charged to that part, and the feedback says so
+        output = (f"{concept}\nWhat happened: not checked yet: it needs {blocked.part}, which {blocked.reason}; "
+                  f"fix {blocked.part} first")
+        return TestResult(name, group, 0, points, "failed", output, visibility, test_id, blocked_by=blocked.part,
+                          charged_to=blocked.topic), None
     failure = _student_failure(outcome.error)
     crashed = None
     if failure is None and not _is_assertion(outcome.error):

@@ -105,6 +105,8 @@ class TestResult:
     output: str = ""
     visibility: Visibility = "visible"
     id: str = ""  # the hidden test's function name: stable across renames of its title
+    blocked_by: str = ""  # not checked because this part fails first (rubric.NotChecked): fix it first
+    charged_to: str = ""  # the rubric topic a blocked check is charged to (the part's), instead of its own
 
     @property
     def counted(self) -> bool:
@@ -119,7 +121,9 @@ class TestResult:
             "output": self.output,
             "visibility": self.visibility,
             "tags": [self.group],
-            "extra_data": {"id": self.id, **({"pending": True} if self.status == "pending" else {})},
+            "extra_data": {"id": self.id, **({"pending": True} if self.status == "pending" else {}),
+                           **({"blocked_by": self.blocked_by, "charged_to": self.charged_to} if self.blocked_by
+                              else {})},
         }
         if not self.counted:  # Gradescope knows only passed and failed; a 0/0 test without a status is neutral
             del record["status"]
@@ -136,7 +140,8 @@ class TestResult:
             name=str(data["name"]), group=str(tags[0]), score=float(data["score"]),
             max_score=float(data["max_score"]), status=status,
             output=str(data.get("output", "")), visibility=str(data.get("visibility", "visible")),
-            id=str(extra.get("id", "")),
+            id=str(extra.get("id", "")), blocked_by=str(extra.get("blocked_by", "")),
+            charged_to=str(extra.get("charged_to", "")),
         )
 
 

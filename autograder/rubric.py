@@ -40,6 +40,20 @@ class RubricEntry:
                    topic=str(data.get("topic", "")))
 
 
+class NotChecked(Exception):
+    """Raised by a hidden test that cannot judge its own concept because a part it needs fails first.
+
+    The test still fails (what was not checked is not earned, so breaking a part never buys another part's
+    points), but it is charged to that part's concept (``topic``, a rubric topic key) rather than its own, and
+    the feedback says which part to fix first: one mistake is named once, where it is. ``part`` and ``reason``
+    are in the judge's words (student-visible): a function's name, "fails its own shape check".
+    """
+
+    def __init__(self, part: str, topic: str, reason: str) -> None:
+        super().__init__(f"not checked: {part} {reason}")
+        self.part, self.topic, self.reason = part, topic, reason
+
+
 def graded(points: float, concept: str, visibility: Visibility = "visible", optional: bool = False,
            topic: str | None = None) -> pytest.MarkDecorator:
     """Mark a hidden test with its points, the concept it checks and who may see it.

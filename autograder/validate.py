@@ -6,13 +6,14 @@
 * the diagnosis matrix: for each bug, the tests it fails, each marked on or off the concepts (topics) the bug
   declares; the precision is the share of all failing tests that are on their bug's concepts (goal
   :data:`PRECISION_GOAL`);
+* no bug fails the tests of more than :data:`MAX_CONCEPTS` concepts (a check blocked by a broken part it needs
+  is charged to that part's concept, :class:`~autograder.rubric.NotChecked`);
 * every correct variant (``catalogue/variants.toml``) keeps every point, except the tests it is allowed
   to lose;
 * no hidden test broke on the grader's side;
 * with ``require_cuda`` (``make gpu-check``), CUDA is present and no GPU check was skipped.
 """
 
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +25,8 @@ from .hidden_suite import HiddenSuite
 from .mutants import build, copy_package, load_catalogue
 
 PRECISION_GOAL = 0.95
+MAX_CONCEPTS = 2  # a single mistake fails the tests of at most this many concepts
 FORBIDDEN_MARK = "asks you to build it yourself"  # remote.ForbiddenCall's summary
-RAISED_AT = re.compile(r" at (\w+)\.py:(\d+)")
 
 
 @dataclass(frozen=True)
@@ -41,47 +42,24 @@ class Verdict:
     failures: tuple = field(default=())  # bugs: ((test id, concept it is charged to, on the bug's concepts), ...)
 
 
-def edited_lines(mutant, folder):
-    """``{(module, line number)}`` of the lines a catalogued edit wrote into its built files."""
-    lines = set()
-    for edit in mutant.edits:
-        module = edit.file.removesuffix(".py")
-        text = (Path(folder) / f"{module}.py").read_text(encoding="utf-8")
-        for written in (edit.prepend, edit.new):
-            start = text.find(written) if written else -1
-            if start >= 0:
-                first = text.count("\n", 0, start) + 1
-                lines.update((module, first + offset) for offset in range(written.count("\n") + 1))
-    return lines
+def charged_to(test, topic):
+    """The concept a failed test is charged to: the part's, when a broken part kept it from checking its own
+    (``charged_to``, :class:`~autograder.rubric.NotChecked`); ``forbidden`` when it met a forbidden API, which
+    fails every test that reaches it; else its own ``topic``."""
+    if test.charged_to:
+        return test.charged_to
+    return "forbidden" if FORBIDDEN_MARK in test.output else topic
 
 
-def charged_to(test, topic, own_lines=frozenset()):
-    """The concept a failed test is charged to: its own topic, unless the failure shows another cause.
-
-    A forbidden API fails every test that reaches it (``forbidden``). A test that fails because the bug's own
-    line raised (a helper whose ``.view`` raises, inside a module's forward) names that line in its feedback
-    ("raised RuntimeError at <file>.py:58"): it points at the bug, not at the test's concept
-    (``own code raised``).
-    """
-    if FORBIDDEN_MARK in test.output:
-        return "forbidden"
-    if any((module, int(line)) in own_lines for module, line in RAISED_AT.findall(test.output)):
-        return "own code raised"
-    return topic
-
-
-def _on_concept(bug, concept):
-    return concept == "own code raised" or concept in bug.topics
-
-
-def _judge_bug(bug, result, topics, own_lines=frozenset()):
+def _judge_bug(bug, result, topics):
     failed = {test.id: test for test in result.tests if test.status == "failed"}
-    charged = {test_id: topics.get(test_id, test_id) for test_id in failed}
-    charged = {test_id: topic if topic in bug.topics else charged_to(failed[test_id], topic, own_lines)
-               for test_id, topic in charged.items()}
-    failures = tuple((test_id, concept, _on_concept(bug, concept)) for test_id, concept in charged.items())
+    charged = {test_id: charged_to(test, topics.get(test_id, test_id)) for test_id, test in failed.items()}
+    failures = tuple((test_id, concept, concept in bug.topics) for test_id, concept in charged.items())
     if not failed:
         return False, "escaped: no hidden test failed", failures
+    concepts = sorted({concept for _, concept, _ in failures})
+    if len(concepts) > MAX_CONCEPTS:
+        return False, f"charged to {len(concepts)} concepts ({', '.join(concepts)}), at most {MAX_CONCEPTS}", failures
     missing = [name for name in bug.catches if name not in failed]
     if missing:
         return False, f"expected to fail but passed: {', '.join(missing)}", failures
@@ -100,10 +78,8 @@ def _judge_variant(variant, result):
     return (not lost), (f"lost points on: {', '.join(lost)}" if lost else "")
 
 
-def assess(results, bugs, variants, topics, require_cuda=False, lines=None):
-    """Turn graded results into verdicts (pure: no grading happens here). ``topics``: {hidden test id: concept};
-    ``lines``: {bug id: the lines its edits wrote, see :func:`edited_lines`}."""
-    lines = lines or {}
+def assess(results, bugs, variants, topics, require_cuda=False):
+    """Turn graded results into verdicts (pure: no grading happens here). ``topics``: {hidden test id: concept}."""
     verdicts = []
     for student, result in sorted(results.items()):
         # Any grader-side failure is a problem; a crashed check only on correct code (a bug's data may crash one).
@@ -117,7 +93,7 @@ def assess(results, bugs, variants, topics, require_cuda=False, lines=None):
         elif student == "stubs":
             ok, problem, kind = result.score == 0, "" if result.score == 0 else "stubs score points", "stubs"
         elif student in bugs:
-            (ok, problem, failures), kind = _judge_bug(bugs[student], result, topics, lines.get(student, set())), "bug"
+            (ok, problem, failures), kind = _judge_bug(bugs[student], result, topics), "bug"
         else:
             (ok, problem), kind = _judge_variant(variants[student], result), "variant"
         skipped = [test.id for test in result.tests if test.status == "skipped"]
@@ -171,13 +147,12 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
         copy_package(assignment.release, class_dir / "stubs", modules)
         for mutant in [*bugs.values(), *variants.values()]:
             build(mutant, class_dir / mutant.id, assignment)
-        lines = {bug.id: edited_lines(bug, class_dir / bug.id) for bug in bugs.values()}
         results = {result.student: result for result in grade_class(class_dir, Path(tmp) / "out", jobs=jobs,
                                                                       sandbox_mode=sandbox_mode, emit=lambda line: None,
                                                                       skip_notebook=True, assignment=assignment,
                                                                       unisolated_ok=True)}
     topics = HiddenSuite.collect(assignment.hidden_tests).topics
-    verdicts = assess(results, bugs, variants, topics, require_cuda=require_cuda, lines=lines)
+    verdicts = assess(results, bugs, variants, topics, require_cuda=require_cuda)
     if any(result.sandbox not in ("bwrap", "uid") for result in results.values()):  # the kit's own material only
         emit("SANDBOX OFF: graded without isolation (no sandbox works here)")
     emit(f"{'submission':<34} {'kind':<9} {'score':>9}  verdict")

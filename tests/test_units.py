@@ -1,6 +1,7 @@
 """Small pieces of the engine: the forbidden-API scan, result records, file names."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -427,3 +428,35 @@ def test_the_class_report_lists_every_student_who_needs_a_look():
     assert "&lt;b&gt;noted&lt;/b&gt;" in text and "symbolic link" in text
     assert "**quiet**" in text and "no check\\_your\\_understanding" in text
     assert "fine" not in text
+
+
+def test_a_check_a_broken_part_blocks_fails_charged_to_that_part_and_the_feedback_says_fix_it_first():
+    """A check that cannot judge its concept because a part it needs is broken is not earned (breaking a part never
+    buys another part's points), is charged to the part's concept, and the feedback names the part to fix first."""
+    from autograder.hidden_suite import Outcome
+    from autograder.judge import _result_for
+    from autograder.reports import feedback
+    from autograder.rubric import NotChecked, RubricEntry
+
+    entry = RubricEntry("test_mask", "The mask reaches every head", "attention", 3, "The mask reaches every head.",
+                        topic="mha-mask")
+    try:
+        try:
+            raise AssertionError("values differ")
+        except AssertionError as error:
+            raise NotChecked("combine_heads", "heads-shape", "raises an error (see its own checks)") from error
+    except NotChecked as error:
+        outcome = Outcome("failed", error)
+    result, crashed = _result_for(entry, outcome)
+    assert crashed is None and result.status == "failed" and result.score == 0 and result.max_score == 3
+    assert (result.blocked_by, result.charged_to) == ("combine_heads", "heads-shape")
+    assert "fix combine_heads first" in result.output and "values differ" not in result.output
+    assert TestResult.from_json(result.to_json()) == result  # the record keeps both
+    own = TestResult("Heads combine", "heads", 0, 2, "failed", "combine_heads turns ...", "visible", "test_combine")
+    text = feedback.render(SubmissionResult("s", (own, result, replace(result, visibility="hidden", id="t2"))))
+    fix_first = text.split("## Fix first")[1].split("##")[0]
+    assert "`combine_heads`: 2 further check(s), 6 points, wait for it" in fix_first
+    assert "## Also review" not in text, "a blocked hidden check's idea is not what to review"
+    assert "(0/3): The mask reaches every head." in text.split("## To work on")[1], "a visible one keeps its idea"
+    plain = feedback.render(SubmissionResult("s", (own,)))
+    assert "Fix first" not in plain

@@ -1,6 +1,7 @@
 """``python -m autograder validate``: known submissions through the grade path; its report is printed."""
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 import torch
@@ -39,13 +40,12 @@ def test_the_matrix_charges_each_failure_to_a_concept_and_the_precision_counts_t
     topics = {"test_scaling": "sdpa-scaling", "test_mask": "sdpa-mask", "test_module": "mha-math"}
     result = SubmissionResult("bug", (_failed("test_scaling", "scores are divided by sqrt(d)"),
                                       _failed("test_mask", "The mask ..."),
-                                      _failed("test_module", "...\nWhat happened: MultiHeadAttention.forward raised "
-                                                             "RuntimeError at attention.py:7: boom")))
-    verdict, = assess({"bug": result}, {"bug": _bug(("sdpa-scaling",))}, {}, topics,
-                      lines={"bug": {("attention", 7)}})
+                                      replace(_failed("test_module", "Not checked: it needs attention"),
+                                              blocked_by="scaled_dot_product_attention", charged_to="sdpa-scaling")))
+    verdict, = assess({"bug": result}, {"bug": _bug(("sdpa-scaling",))}, {}, topics)
     assert verdict.ok
     assert verdict.failures == (("test_scaling", "sdpa-scaling", True), ("test_mask", "sdpa-mask", False),
-                                ("test_module", "own code raised", True))
+                                ("test_module", "sdpa-scaling", True))
     assert precision([verdict]) == (2, 3)
     assert "*test_mask (sdpa-mask)" in diagnosis_matrix([verdict], {"bug": _bug(("sdpa-scaling",))})[1]
 
@@ -100,4 +100,14 @@ def test_grader_problems_are_counted_from_the_typed_failures():
     result = SubmissionResult("bug", (_failed("test_scaling", "scores are divided by sqrt(d)"),),
                               grader_failures=(crash,))
     verdict, = assess({"bug": result}, {"bug": _bug(("sdpa-scaling",))}, {}, {"test_scaling": "sdpa-scaling"})
+    assert verdict.ok
+
+
+def test_a_bug_charged_to_more_than_two_concepts_is_wrong():
+    topics = {"test_scaling": "sdpa-scaling", "test_mask": "sdpa-mask", "test_module": "mha-math"}
+    result = SubmissionResult("bug", tuple(_failed(test_id, "scores are divided by sqrt(d)") for test_id in topics))
+    verdict, = assess({"bug": result}, {"bug": _bug(("sdpa-scaling", "sdpa-mask", "mha-math"))}, {}, topics)
+    assert not verdict.ok and "3 concepts" in verdict.problem
+    two = SubmissionResult("bug", result.tests[:2])
+    verdict, = assess({"bug": two}, {"bug": _bug(("sdpa-scaling", "sdpa-mask"))}, {}, topics)
     assert verdict.ok

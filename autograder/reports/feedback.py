@@ -23,10 +23,12 @@ def render(result: SubmissionResult) -> str:
     lines.append("")
     written = [test for test in result.tests if test.group == "written"]
     checks = [test for test in result.tests if test.group != "written"]
+    blocked = [test for test in checks if test.status == "failed" and test.blocked_by]
     failed = [test for test in checks if test.status == "failed" and test.visibility in SHOWN]
     passed = [test for test in checks if test.status == "passed" and test.visibility in SHOWN]
     hidden = [test for test in checks if test.visibility not in SHOWN and test.counted]
     uncounted = [test for test in checks if not test.counted]
+    lines += _fix_first(blocked)
     if failed:
         lines += ["## To work on", ""]
         for test in failed:
@@ -38,7 +40,7 @@ def render(result: SubmissionResult) -> str:
         lines.append("")
     if passed:
         lines += ["## Passed", ""] + [f"- {test.name} ({test.max_score:g})" for test in passed] + [""]
-    missed = [test for test in hidden if test.status == "failed"]
+    missed = [test for test in hidden if test.status == "failed" and not test.blocked_by]
     if missed:
         # Hidden checks stay unnamed, but the idea each one missed is what the student needs to learn.
         lines += ["## Also review", ""]
@@ -64,6 +66,20 @@ def render(result: SubmissionResult) -> str:
         lines += ["", f"{pending:g} of these {sum(test.max_score for test in written):g} points are still to be "
                       "graded by your instructor." if pending else "Every written answer has been graded.", ""]
     return "\n".join(lines)
+
+
+def _fix_first(blocked: list) -> list[str]:
+    """One line per part whose failure kept other checks from running: fix it first, those checks follow it."""
+    if not blocked:
+        return []
+    lines = ["## Fix first", "",
+             "These parts fail their own checks, and other checks use them, so those could not check their own "
+             "ideas yet (their points are not earned until they can). Fix these parts first:", ""]
+    for part in dict.fromkeys(test.blocked_by for test in blocked):
+        mine = [test for test in blocked if test.blocked_by == part]
+        lines.append(f"- `{part}`: {len(mine)} further check(s), "  # the hidden tests' words, not the student's
+                     f"{sum(test.max_score for test in mine):g} points, wait for it")
+    return [*lines, ""]
 
 
 def score_line(result: SubmissionResult) -> str:

@@ -9,22 +9,41 @@ tests); structure and gradients are fetched as tensors and confirmed by recomput
 import torch
 
 from autograder.rubric import graded
-from .support import (PROJECTIONS, close, each_case, expected_attention, gradient_agrees, gradient_reaches,
-                      is_close, module_and_twin, pair, randn, student_raises, tensor)
+from .support import (MODULE_PARTS, PROJECTIONS, close, each_case, expected_attention, first, gradient_agrees,
+                      gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor)
+
+ATTEND = ("scaled_dot_product_attention",)
+MODULE = (*MODULE_PARTS, "MultiHeadAttention")  # the parts first: a module check waits for the parts it uses
 
 GROUP = "attention"
 
 
 @graded(2, "Attention returns (output, weights): output (..., seq_q, d_v) and weights (..., seq_q, seq_k), "
-           "for any number of leading batch dimensions.", topic="sdpa-shapes")
-@each_case(lead=[(), (1,), (3,), (2, 1), (1, 3), (3, 2)], seq_q=range(1, 6), seq_k=range(1, 6), d=range(1, 7),
+           "for any sizes, including one query, one key and one feature.", topic="sdpa-shapes")
+@each_case(lead=[(1, 1), (2, 3), (3, 1), (1, 4)], seq_q=range(1, 6), seq_k=range(1, 6), d=range(1, 7),
            d_v=range(1, 7))
 def test_attention_shapes(student, lead, seq_q, seq_k, d, d_v):
     """scaled_dot_product_attention returns output and weights of the right shapes"""
+    # (batch, heads, seq, head_dim), as the module calls it: other ranks are the rank check's alone.
     q, k, v = torch.zeros(*lead, seq_q, d), torch.zeros(*lead, seq_k, d), torch.zeros(*lead, seq_k, d_v)
     out, weights = pair(student.scaled_dot_product_attention(q, k, v))
     tensor(out, (*lead, seq_q, d_v))
     tensor(weights, (*lead, seq_q, seq_k))
+
+
+@graded(2, "Attention works on the last two axes only, so any number of leading dimensions works, zero "
+           "included: (seq, d), (batch, seq, d), (batch, heads, seq, d), and more.", topic="sdpa-ranks")
+@needs(*ATTEND)
+def test_attention_accepts_any_number_of_leading_dimensions(student):
+    """scaled_dot_product_attention accepts any number of leading dimensions"""
+    # Judged against the submission's own (batch, heads, seq, d) answer: only the rank is this check's concern.
+    q, k, v = randn(1, 2, 3, 4, seed=25), randn(1, 2, 5, 4, seed=26), randn(1, 2, 5, 3, seed=27)
+    out, weights = pair(student.scaled_dot_product_attention(q, k, v))
+    tensor(out, (1, 2, 3, 3))
+    for index in ((0, 0), (0,), (None,)):
+        small_out, small_weights = pair(student.scaled_dot_product_attention(q[index], k[index], v[index]))
+        close(small_out, out[index], atol=1e-6)
+        close(small_weights, weights[index], atol=1e-6)
 
 
 def _centred(matrix):
@@ -34,6 +53,7 @@ def _centred(matrix):
 
 @graded(4, "The scores are divided by sqrt(d), d the size of one query vector, and scaled before the softmax; "
            "output = weights @ v.", topic="sdpa-scaling")
+@needs(*ATTEND)
 def test_attention_values(student):
     """Attention computes softmax(q k^T / sqrt(d)) v"""
     q, k, v = randn(2, 3, 4, 8, seed=4), randn(2, 3, 6, 8, seed=5), randn(2, 3, 6, 5, seed=6)
@@ -50,49 +70,88 @@ def test_attention_values(student):
 
 @graded(2, "Each query's weights are a probability distribution over the keys: take the softmax over the "
            "last (key) dimension.", topic="sdpa-softmax")
+@needs(*ATTEND)
 def test_attention_rows_sum_to_one(student):
     """Each query's weights sum to 1 over the keys"""
-    _, weights = pair(student.scaled_dot_product_attention(randn(2, 4, 3, seed=7), randn(2, 6, 3, seed=8),
-                                                           randn(2, 6, 2, seed=9)))
-    close(tensor(weights, (2, 4, 6)).sum(-1), torch.ones(2, 4))
+    _, weights = pair(student.scaled_dot_product_attention(randn(2, 2, 4, 3, seed=7), randn(2, 2, 6, 3, seed=8),
+                                                           randn(2, 2, 6, 2, seed=9)))
+    close(tensor(weights, (2, 2, 4, 6)).sum(-1), torch.ones(2, 2, 4))
 
 
 def renormalised(weights, mask):
     """``weights`` with the blocked entries removed, renormalised along the rows and along the columns: what
-    masking does to a softmax over keys (rows) or over queries (columns), whatever its scale."""
+    masking does to a softmax over keys (rows) or over queries (columns), whatever its scale; each with whether
+    NaN may appear in it. Over keys, every query keeps a key in these checks, so the contract rules NaN out; a
+    softmax over queries (another concept's mistake, charged there) gives NaN for a key blocked to every query."""
     kept = weights.double() * mask
     rows = kept * weights.double().sum(-1, keepdim=True) / kept.sum(-1, keepdim=True)
     columns = kept * weights.double().sum(-2, keepdim=True) / kept.sum(-2, keepdim=True)
-    return rows, columns
+    return (rows, False), (columns, True)
 
 
 @graded(3, "The mask says where a query may look (True = may attend): blocked keys get weight exactly 0, "
            "which filling their scores with -inf before the softmax achieves; a (seq_q, seq_k) mask applies to "
            "every batch element.", topic="sdpa-mask")
+@needs(*ATTEND)
 def test_attention_mask(student):
     """Masked keys get zero weight and the mask broadcasts"""
-    q, k, v = randn(2, 4, 4, seed=10), randn(2, 4, 4, seed=11), randn(2, 4, 4, seed=12)  # d_v = d
+    q, k, v = randn(2, 2, 4, 4, seed=10), randn(2, 2, 4, 4, seed=11), randn(2, 2, 4, 4, seed=12)  # d_v = d
     out, weights = pair(student.scaled_dot_product_attention(q, k, v))
     follows_weights = is_close(out, weights.double() @ v.double())
-    causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
-    padding = torch.tensor([True, True, True, False]).reshape(1, 1, 4)
+    causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))  # (seq_q, seq_k), and a (batch, 1, 1, seq_k) padding
+    padding = torch.tensor([[True, True, True, False], [True, True, False, False]]).reshape(2, 1, 1, 4)
     for mask in (causal, padding):
         masked_out, masked = pair(student.scaled_dot_product_attention(q, k, v, mask=mask))
-        full = mask.expand(2, 4, 4)
-        assert any(is_close(masked, expected, atol=1e-6, equal_nan=True) for expected in renormalised(weights, full)), \
-            "masked weights are not the unmasked ones with the blocked keys removed"
+        full = mask.expand(2, 2, 4, 4)
+        matched = [nan for expected, nan in renormalised(weights, full)
+                   if is_close(masked, expected, atol=1e-6, equal_nan=nan)]
+        assert matched, "masked weights are not the unmasked ones with the blocked keys removed"
         if follows_weights:  # the output follows the weights unmasked, so it must follow them masked
-            assert is_close(masked_out, masked.double() @ v.double(), equal_nan=True), "output ignores the mask"
+            assert is_close(masked_out, masked.double() @ v.double(), equal_nan=matched[0]), "output ignores the mask"
+
+
+MASKED = (*ATTEND, "attention mask")
+
+
+@graded(2, "A query whose keys are all blocked attends to nothing: its weights and its output are zeros, never "
+           "NaN (a row of -inf scores softmaxes to NaN: set such rows to 0).", topic="sdpa-all-blocked")
+@needs(*MASKED)
+def test_attention_zeroes_queries_with_every_key_blocked(student):
+    """A query with every key blocked gets zero weights and zero output"""
+    q, k, v = randn(2, 2, 4, 3, seed=31), randn(2, 2, 5, 3, seed=32), randn(2, 2, 5, 2, seed=33)
+    mask = torch.tensor([[True, False, True, False, False], [False] * 5, [True] * 5, [False] * 5])  # rows 1, 3
+    out, weights = pair(student.scaled_dot_product_attention(q, k, v, mask=mask))
+    tensor(out, (2, 2, 4, 2))
+    tensor(weights, (2, 2, 4, 5))
+    assert bool(out.isfinite().all() and weights.isfinite().all()), "NaN or inf where every key is blocked"
+    close(weights[..., 1::2, :], torch.zeros(2, 2, 2, 5), atol=0)
+    close(out[..., 1::2, :], torch.zeros(2, 2, 2, 2), atol=0)
+
+
+@graded(1, "A mask must be a boolean tensor (True = may attend): a float or integer mask is ambiguous, so "
+           "attention and the module refuse it with TypeError.", topic="validation")
+def test_attention_rejects_a_non_boolean_mask(student):
+    """A mask that is not boolean raises TypeError"""
+    q = randn(1, 2, 3, 4, seed=34)
+    with first(student, *ATTEND):
+        for mask in (torch.ones(3, 3), torch.ones(3, 3, dtype=torch.long)):
+            with student_raises("TypeError"):
+                student.scaled_dot_product_attention(q, q, q, mask=mask)
+    with first(student, *MODULE):
+        module = student.MultiHeadAttention(8, 2)
+        with student_raises("TypeError"):
+            module(randn(2, 3, 8, seed=35), mask=torch.ones(3, 3))
 
 
 @graded(2, "Use a numerically stable softmax (torch.softmax subtracts each row's maximum): exponentiating "
            "raw large scores overflows to inf and nan.", topic="sdpa-stability")
+@needs(*ATTEND)
 def test_attention_is_stable_on_large_scores(student):
     """Large scores give finite, correct weights"""
     # An extra feature adds the same huge number to every score: a stable softmax gives the weights it gives
     # without it (whatever its scale or axis), an unstable one overflows.
-    q, k, v = randn(1, 3, 4, seed=13), randn(1, 3, 4, seed=14), randn(1, 3, 2, seed=15)
-    big, small = torch.full((1, 3, 1), 30.0), torch.zeros(1, 3, 1)  # scores + 900 / sqrt(5): exp overflows
+    q, k, v = randn(1, 2, 3, 4, seed=13), randn(1, 2, 3, 4, seed=14), randn(1, 2, 3, 2, seed=15)
+    big, small = torch.full((1, 2, 3, 1), 30.0), torch.zeros(1, 2, 3, 1)  # scores + 900 / sqrt(5): exp overflows
     out, weights = pair(student.scaled_dot_product_attention(torch.cat((q, small), -1), torch.cat((k, small), -1), v))
     big_out, big_weights = pair(student.scaled_dot_product_attention(torch.cat((q, big), -1), torch.cat((k, big), -1),
                                                                      v))
@@ -120,6 +179,7 @@ def _layers(student, bias):
 
 @graded(2, "MultiHeadAttention has four nn.Linear(d_model, d_model) layers named q_linear, k_linear, v_linear "
            "and out_proj, and attributes num_heads and head_dim = d_model // num_heads.", topic="mha-structure")
+@needs("MultiHeadAttention")
 def test_module_layers(student):
     """MultiHeadAttention has the four projections and the head sizes"""
     module = _layers(student, bias=False)
@@ -128,6 +188,7 @@ def test_module_layers(student):
 
 @graded(1, "Each of the four projections has a bias (nn.Linear's default, bias=True), as torch.nn.MultiheadAttention "
            "has.", topic="mha-bias")
+@needs("MultiHeadAttention")
 def test_projections_have_biases(student):
     """The four projections have biases"""
     _layers(student, bias=True)
@@ -137,6 +198,7 @@ def test_projections_have_biases(student):
            "per-head weights (batch, num_heads, seq, seq). Any sizes work, including batch 1, sequence "
            "length 1, one head and head_dim 1.", topic="mha-shapes")
 @each_case(batch=range(1, 4), seq=range(1, 6), heads=range(1, 5), head_dim=range(1, 4))
+@needs(*MODULE_PARTS)
 def test_module_shapes(student, batch, seq, heads, head_dim):
     """MultiHeadAttention returns the right shapes"""
     d_model = heads * head_dim
@@ -151,6 +213,7 @@ def test_module_shapes(student, batch, seq, heads, head_dim):
 @graded(5, "With the same weights the module must agree with torch.nn.MultiheadAttention: project q, k and v "
            "with their own layers, split into contiguous heads, attend with scale 1/sqrt(head_dim) inside each "
            "head, concatenate the heads in order and apply out_proj.", topic="mha-math")
+@needs(*MODULE)
 def test_module_matches_torch_output(student):
     """The output agrees with torch.nn.MultiheadAttention given the same weights"""
     for d_model, heads, seq in ((16, 4, 6), (12, 3, 1), (8, 1, 5)):
@@ -164,6 +227,7 @@ def test_module_matches_torch_output(student):
 @graded(4, "Each head's attention weights must agree with torch.nn.MultiheadAttention's per-head weights: "
            "scores between the head's own query and key chunks, scaled by sqrt(head_dim), softmax over keys.",
         topic="mha-math")
+@needs(*MODULE)
 def test_module_matches_torch_weights(student):
     """Per-head weights agree with torch.nn.MultiheadAttention"""
     module, weights, twin = module_and_twin(student, 16, 4)
@@ -176,6 +240,7 @@ def test_module_matches_torch_weights(student):
 @graded(3, "The mask reaches every head: a (seq, seq) boolean mask (True = may attend) applies to all heads "
            "and batch elements, as torch.nn.MultiheadAttention applies its inverted attn_mask.",
         visibility="hidden", topic="mha-mask")
+@needs(*MODULE, "attention mask")
 def test_module_mask(student):
     """A causal mask reaches every head"""
     module, weights, twin = module_and_twin(student, 8, 2)
@@ -184,16 +249,18 @@ def test_module_mask(student):
     out, masked = pair(module(x, mask=causal, return_weights=True))
     # Per-head weights as torch's or the student's own parts' give them, or the module's own unmasked weights
     # with the blocked keys removed; or, for weights of another shape (their own check's concern), the output.
+    # Every query keeps a key under a causal mask: NaN is never right here.
     for expected_out, expected in expected_attention(student, weights, twin, x, 2, mask=causal):
-        if is_close(masked, expected, equal_nan=True) or is_close(out, expected_out, equal_nan=True):
+        if is_close(masked, expected) or is_close(out, expected_out):
             return
     _, unmasked = pair(module(x, return_weights=True))
-    assert any(is_close(masked, expected, atol=1e-6) for expected in renormalised(unmasked, causal)), \
+    assert any(is_close(masked, expected, atol=1e-6, equal_nan=nan) for expected, nan in renormalised(unmasked, causal)), \
         "masked weights differ"
 
 
 @graded(3, "Every projection is on the path from input to output (q, k and v through attention, out_proj "
            "after the heads are combined), so training updates all four.", topic="mha-gradients")
+@needs(*MODULE)
 def test_gradients_reach_every_projection(student):
     """Gradients reach all four projections"""
     module, weights, twin = module_and_twin(student, 8, 2)
@@ -226,6 +293,7 @@ def test_gradients_reach_every_projection(student):
 
 @graded(2, "Sequences in a batch do not see each other: each one's output is what it would be alone.",
         visibility="hidden", topic="mha-batch")
+@needs(*MODULE)
 def test_batch_elements_are_independent(student):
     """Each batch element's output is independent of the others"""
     module = student.MultiHeadAttention(8, 2)
@@ -236,7 +304,30 @@ def test_batch_elements_are_independent(student):
 
 @graded(2, "MultiHeadAttention raises ValueError when d_model is not divisible by num_heads: heads must split "
            "the width evenly.", topic="validation")
+@needs("MultiHeadAttention")
 def test_indivisible_width_raises_value_error(student):
     """An indivisible d_model raises ValueError"""
     with student_raises("ValueError"):
         student.MultiHeadAttention(10, 4)
+
+
+@graded(1, "forward takes exactly 3-D input (batch, seq, d_model) and raises ValueError for any other rank "
+           "(split_heads refuses it).", topic="validation")
+@needs("MultiHeadAttention")
+def test_module_refuses_input_that_is_not_3d(student):
+    """MultiHeadAttention refuses input that is not 3-D"""
+    module = student.MultiHeadAttention(8, 2)
+    for x in (randn(5, 8, seed=36), randn(1, 2, 5, 8, seed=37)):
+        with student_raises("ValueError"):
+            module(x)
+
+
+@graded(1, "forward is a function of its input: the same input gives the same output, so no dropout or other "
+           "randomness is left in it.", topic="mha-determinism")
+def test_module_gives_the_same_output_twice(student):
+    """MultiHeadAttention gives the same output for the same input"""
+    module, x = student.MultiHeadAttention(8, 2), randn(2, 5, 8, seed=38)
+    with first(student, *MODULE_PARTS):
+        once = tensor(module.call_seeded(1, x), (2, 5, 8))
+    # The worker's random generators start from another seed for the second call: only a draw can tell them apart.
+    assert is_close(module.call_seeded(2, x), once, atol=0, rtol=0), "two calls with one input differ"

@@ -3,7 +3,7 @@
 import torch
 
 from autograder.rubric import graded
-from .support import close, each_case, randn, student_raises, tensor
+from .support import close, each_case, needs, randn, student_raises, tensor
 from autograder.worker.protocol import device_of
 
 GROUP = "heads"
@@ -21,6 +21,7 @@ def test_split_shape(student, batch, seq, heads, head_dim):
 
 @graded(4, "Heads must be contiguous chunks of the projected vector: head h holds features "
            "h*head_dim .. (h+1)*head_dim - 1 (not every num_heads-th feature).", topic="heads-chunks")
+@needs("split_heads")
 def test_heads_are_contiguous_chunks(student):
     """Head h holds a contiguous chunk of features"""
     x = torch.arange(24.0).reshape(2, 1, 12)  # one token per sequence: which features, not which token
@@ -30,6 +31,7 @@ def test_heads_are_contiguous_chunks(student):
 
 @graded(3, "Split the feature axis first and then move the head axis in front of the sequence axis: reshaping "
            "straight to (batch, heads, seq, head_dim) mixes features of different tokens.", topic="heads-tokens")
+@needs("split_heads")
 def test_split_keeps_tokens_apart(student):
     """Each head's row s comes from token s only"""
     # Every value names its token (value // 1000): which token each row came from, whatever the chunks.
@@ -38,8 +40,9 @@ def test_split_keeps_tokens_apart(student):
     close(torch.div(out, 1000, rounding_mode="floor"), torch.arange(5.0)[:, None].expand(2, 4, 5, 3), atol=0)
 
 
-@graded(2, "combine_heads turns (batch, heads, seq, head_dim) into (batch, seq, heads * head_dim).",
-        topic="heads-shape")
+@graded(2, "combine_heads turns (batch, heads, seq, head_dim) into (batch, seq, heads * head_dim), whatever the "
+           "memory layout of its input: after a transpose it is not contiguous, which .view() refuses (use reshape, "
+           "or .contiguous() first).", topic="heads-shape")
 @each_case(**SIZES)
 def test_combine_shape(student, batch, seq, heads, head_dim):
     """combine_heads returns (batch, seq, heads * head_dim)"""
@@ -49,6 +52,7 @@ def test_combine_shape(student, batch, seq, heads, head_dim):
 @graded(3, "combine_heads is the exact inverse of split_heads: glue the heads side by side in order. The "
            "heads' tensor is usually not contiguous after a transpose, so use reshape (or .contiguous() "
            "before .view()).", topic="heads-combine")
+@needs("combine_heads")
 @each_case(**SIZES)
 def test_round_trip(student, reference, batch, seq, heads, head_dim):
     """combine_heads(split_heads(x)) gives back x"""
@@ -59,6 +63,7 @@ def test_round_trip(student, reference, batch, seq, heads, head_dim):
 
 @graded(3, "combine_heads puts head h's features at positions h*head_dim .. (h+1)*head_dim - 1 of each "
            "token's output vector.", visibility="hidden", topic="heads-combine")
+@needs("combine_heads")
 def test_combine_places_heads_in_order(student, reference):
     """combine_heads places each head's features in order"""
     x = randn(2, 3, 4, 5, seed=3)
@@ -79,6 +84,7 @@ def test_bad_shapes_raise_value_error(student):
 
 @graded(1, "split_heads and combine_heads only rearrange their input, so they work on any device (checked on "
            "PyTorch's meta device under the GPU's device rules).", visibility="hidden", topic="device")
+@needs("split_heads", "combine_heads")
 def test_heads_work_on_any_device(student):
     """split and combine keep the input's device"""
     split = tensor(student.on_fake_device("split_heads", torch.empty(2, 3, 8, device="meta"), 2), (2, 2, 3, 4))

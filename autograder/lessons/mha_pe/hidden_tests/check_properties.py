@@ -1,18 +1,25 @@
 """Hidden tests across files: order blindness, position awareness, devices."""
 
+import contextlib
+
 import pytest
 import torch
 
+from autograder.remote import StudentError
+from autograder.rubric import NotChecked
 from autograder.rubric import graded
-from .support import close, pair, randn, tensor
+from .support import MODULE_PARTS, close, first, needs, pair, randn, tensor
 from autograder.worker.protocol import device_of
 
 GROUP = "properties"
 PERMUTATION = torch.tensor([4, 2, 0, 5, 1, 3])
+MODULE = (*MODULE_PARTS, "MultiHeadAttention")
+ENCODING = ("get_positional_encoding", "PositionalEncoding")
 
 
 @graded(3, "Without position information self-attention is permutation-equivariant: reordering the tokens "
            "reorders the outputs the same way and changes nothing else.", topic="order")
+@needs(*MODULE)
 def test_attention_alone_is_permutation_equivariant(student):
     """Without positional encoding, permuting the input permutes the output"""
     module = student.MultiHeadAttention(8, 2)
@@ -23,6 +30,7 @@ def test_attention_alone_is_permutation_equivariant(student):
 
 @graded(3, "Adding the positional encoding gives the same word different inputs at different positions, so "
            "reordering the words changes the result (attention is no longer order-blind).", topic="position")
+@needs(*ENCODING, *MODULE)
 def test_positional_encoding_breaks_the_symmetry(student):
     """With positional encoding, permuting the input no longer just permutes the output"""
     encode, attend = student.PositionalEncoding(8, max_seq_len=16), student.MultiHeadAttention(8, 2)
@@ -39,15 +47,28 @@ def test_positional_encoding_breaks_the_symmetry(student):
            "GPU computation, a CPU mask may not).", topic="device")
 def test_attention_runs_on_any_device(student):
     """Attention works on the input's device"""
-    q = torch.empty(2, 3, 4, device="meta")
-    out, weights = pair(student.on_fake_device("scaled_dot_product_attention", q, q, q,
-                                               mask=torch.empty(3, 3, dtype=torch.bool, device="meta")))
+    q = torch.empty(2, 2, 3, 4, device="meta")
+    with first(student, "scaled_dot_product_attention"), on_the_cpu_too(student, "sdpa-mask"):
+        out, weights = pair(student.on_fake_device("scaled_dot_product_attention", q, q, q,
+                                                   mask=torch.empty(3, 3, dtype=torch.bool, device="meta")))
     assert device_of(out) == device_of(weights) == "meta", "moved off the input's device"
-    module = student.MultiHeadAttention(8, 2)  # without a mask, and with one: each path may create tensors
     x, causal = torch.empty(2, 5, 8, device="meta"), torch.empty(5, 5, dtype=torch.bool, device="meta")
-    for mask in (None, causal):
-        out, weights = pair(module.on_fake_device(x, mask=mask, return_weights=True))
+    for mask, topic in ((None, "mha-shapes"), (causal, "mha-mask")):  # each path may create tensors
+        with first(student, *MODULE), on_the_cpu_too(student, topic):
+            out, weights = pair(student.MultiHeadAttention(8, 2).on_fake_device(x, mask=mask, return_weights=True))
         assert device_of(out) == device_of(weights) == "meta", "moved off the module's device"
+
+
+@contextlib.contextmanager
+def on_the_cpu_too(student, topic):
+    """A call on the fake device that fails on the CPU as well is no device problem: it is charged to the concept
+    that call checks on the CPU (``topic``), and the feedback names the part."""
+    try:
+        yield
+    except StudentError as error:
+        if getattr(error, "on_cpu_too", False):
+            raise NotChecked(error.name, topic, "fails on the CPU too (see its own checks)") from error
+        raise
 
 
 @graded(3, "The same modules give the same numbers on the GPU as on the CPU (TF32 off): nothing in them depends "

@@ -1,13 +1,16 @@
 """Helpers shared by the hidden tests (trusted code: runs in the judge, never in a worker)."""
 
 import contextlib
+import functools
 import inspect
 import random
+import weakref
 import zlib
 
 import torch
 
-from autograder.remote import StudentError, SubmissionFailure
+from autograder.remote import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
+from autograder.rubric import NotChecked
 from autograder.worker.protocol import Handle, Unsupported, device_of
 
 from ..public_checks import load_public_checks
@@ -231,3 +234,137 @@ def expected_attention(student, weights, twin, x, num_heads, mask=None):
     except (AssertionError, SubmissionFailure):
         return
     yield combined @ weights["out_proj"][0].T + weights["out_proj"][1], per_head
+
+
+# ---------------------------------------------------------------- charged once: each part's gate
+
+def _pe_table(student):
+    tensor(student.get_positional_encoding(20, 8), (20, 8))
+
+
+def _pe_module(student):
+    tensor(student.PositionalEncoding(8, max_seq_len=20)(randn(2, 6, 8, seed=40)), (2, 6, 8))
+
+
+def _split(student):
+    tensor(student.split_heads(randn(2, 5, 12, seed=41), 3), (2, 3, 5, 4))
+
+
+def _combine(student):
+    tensor(student.combine_heads(randn(2, 3, 5, 4, seed=42)), (2, 5, 12))
+
+
+def _attention(student):
+    q = randn(2, 3, 5, 4, seed=43)
+    out, weights = pair(student.scaled_dot_product_attention(q, q, q))
+    tensor(out, (2, 3, 5, 4))
+    tensor(weights, (2, 3, 5, 5))
+
+
+def _attention_mask(student):
+    q = randn(1, 2, 4, 3, seed=45)
+    causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
+    _, weights = pair(student.scaled_dot_product_attention(q, q, q, mask=causal))
+    if not is_close(tensor(weights, (1, 2, 4, 4)).masked_fill(causal, 0.0), torch.zeros(1, 2, 4, 4), atol=1e-6):
+        return "sdpa-mask", "does not give blocked keys zero weight yet (see its mask check)"
+    return None
+
+
+def _steady_table(student):
+    if recurrence_residual(tensor(student.get_positional_encoding(3000, 16), (3000, 16))) >= 2e-3:
+        return "pe-long-sequences", "gives columns that stall or jump on long tables (see its long-sequence check)"
+    return None
+
+
+def _frequencies(student):
+    table = tensor(student.get_positional_encoding(64, 16), (64, 16))
+    pairs = sine_pairs(table)
+    if pairs is None or not is_close(pair_rates(table, pairs), expected_rates(16), atol=1e-6, rtol=1e-3):
+        return "pe-frequencies", "does not give every pair its frequency yet (see its frequency check)"
+    return None
+
+
+def expected_rates(d_model, base=10000.0):
+    """``base ** (-2i / d_model)`` for each pair i."""
+    return float(base) ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+
+
+def _module(student):
+    module, x = student.MultiHeadAttention(8, 2), randn(2, 5, 8, seed=44)
+    out, weights = pair(module(x, return_weights=True))
+    tensor(out, (2, 5, 8))
+    tensor(weights, (2, 2, 5, 5))
+    # Two seeds, two outputs: the forward draws random numbers (a dropout left active), and no value of it can
+    # be compared with anything; that one concept is charged, not every check the noise would fail.
+    if not is_close(tensor(module.call_seeded(1, x), (2, 5, 8)), tensor(module.call_seeded(2, x), (2, 5, 8)),
+                    atol=0, rtol=0):
+        return "mha-determinism", "gives two different outputs for one input (randomness, such as dropout, in forward)"
+    return None
+
+
+# Each gate: the part it tries, the concept its failure is charged to (a gate may name another), and the gate
+# itself: the call the module makes, on the rank the module uses (the shape checks try every size; a gate is one
+# ordinary call), returning None when the part works or ``(topic, reason)`` when it does not in some other way.
+PARTS = {
+    "get_positional_encoding": ("get_positional_encoding", "pe-shape", _pe_table),
+    "steady table": ("get_positional_encoding", "pe-shape", _steady_table),
+    "frequencies": ("get_positional_encoding", "pe-shape", _frequencies),
+    "PositionalEncoding": ("PositionalEncoding", "pe-module-forward", _pe_module),
+    "split_heads": ("split_heads", "heads-shape", _split),
+    "combine_heads": ("combine_heads", "heads-shape", _combine),
+    "scaled_dot_product_attention": ("scaled_dot_product_attention", "sdpa-shapes", _attention),
+    "attention mask": ("scaled_dot_product_attention", "sdpa-shapes", _attention_mask),
+    "MultiHeadAttention": ("MultiHeadAttention", "mha-shapes", _module),
+}
+MODULE_PARTS = ("split_heads", "scaled_dot_product_attention", "combine_heads")
+_GATES = weakref.WeakKeyDictionary()  # student -> {gate: None or (part, topic, reason)}, each gate tried once
+
+
+def broken(student, gate):
+    """``(part, topic, reason)`` when ``gate`` fails (its part raises, returns the wrong shape, or fails the
+    gate's own test), else None. A forbidden API, a file that does not import and a submission out of CPU time
+    are no broken part: every check they reach fails as itself, with its own words."""
+    known = _GATES.setdefault(student, {})
+    if gate not in known:
+        part, topic, run = PARTS[gate]
+        try:
+            problem = run(student)
+            known[gate] = None if problem is None else (part, *problem)
+        except (ForbiddenCall, ImportFailure, SubmissionTimeout):
+            known[gate] = None
+        except AssertionError:
+            known[gate] = part, topic, "returns the wrong shape (see its shape check)"
+        except SubmissionFailure:
+            known[gate] = part, topic, "raises an error (see its own checks)"
+    return known[gate]
+
+
+@contextlib.contextmanager
+def first(student, *gates):
+    """A check whose concept needs what ``gates`` try to work: when it fails and one of them fails, it is not
+    checked (:class:`~autograder.rubric.NotChecked`: charged to that gate's concept, the feedback names the part
+    to fix first)."""
+    try:
+        yield
+    except NotChecked:
+        raise
+    except Exception as error:
+        for gate in gates:
+            problem = broken(student, gate)
+            if problem:
+                raise NotChecked(*problem) from error
+        raise
+
+
+def needs(*parts):
+    """Decorate a check whose concept needs ``parts`` to work: it runs under :func:`first`."""
+
+    def decorate(check):
+        @functools.wraps(check)  # keeps the signature pytest reads (each_case's included)
+        def run(student, *args, **kwargs):
+            with first(student, *parts):
+                return check(student, *args, **kwargs)
+
+        return run
+
+    return decorate
