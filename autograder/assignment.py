@@ -14,6 +14,8 @@ A descriptor, abridged::
     hidden_tests = "hidden_tests"
     catalogue = "catalogue"          # bugs.toml and variants.toml, for `validate`
     notebook = "questions.ipynb"     # optional: an nbgrader notebook inside the solutions package
+    promises = "promises.toml"       # optional: the rules the docstrings state and the tests behind each
+                                     # (autograder/promises.py; `rubric` prints them, the judge never reads them)
     packages = ["torch"]             # what student files may import besides the standard library and their own
                                      # package: top-level names, each also its distribution's name, pinned in
                                      # pyproject.toml (the template's requirements and setup.sh install them)
@@ -61,6 +63,7 @@ class Assignment:
     notebook: str | None = None  # file name inside the package
     warm_up: Path | None = None  # trusted source run by each judge's zygote before it forks workers
     hooks: Path | None = None  # a module with the lesson's figures and speed goals
+    promises: Path | None = None  # the docstrings' rules and their tests (instructor-side, for the rubric page)
     step_prefixes: dict = field(default_factory=dict)  # module -> short prefix of its Classroom steps' ids
 
     @property
@@ -148,7 +151,7 @@ def load(path: str | Path) -> Assignment:
     return Assignment(id=str(data["id"]), title=str(data["title"]), descriptor=path, contract=contract,
                       solutions=place("solutions"), release=place("release"), hidden_tests=place("hidden_tests"),
                       catalogue=place("catalogue"), notebook=data.get("notebook") or None,
-                      warm_up=place("warm_up"), hooks=place("hooks"),
+                      warm_up=place("warm_up"), hooks=place("hooks"), promises=place("promises"),
                       step_prefixes=dict(data.get("classroom", {}).get("prefixes", {})))
 
 

@@ -2,7 +2,9 @@
 
 Built by collecting the hidden tests (nothing is run) and reading the source
 notebook's graded cells; it shows what is checked and what it is worth, never
-how.
+how. A lesson with a promises file (the descriptor's ``promises``) also gets a
+table of the rules its docstrings state, each with the hidden checks that grade
+it and the public tests that show it.
 """
 
 from pathlib import Path
@@ -10,6 +12,9 @@ from pathlib import Path
 from .assignment import Assignment
 from .judge import collect_rubric
 from .notebooks import source_cells
+from .promises import load as load_promises
+from .promises import table as promise_table
+from .promises import hidden_names
 from .results import write_atomic
 
 
@@ -43,6 +48,13 @@ def render_rubric(assignment: Assignment) -> str:
         lines += ["", f"Checks marked \"only with CUDA\" run only where the grading machine has a GPU; elsewhere they "
                   f"count neither in the score nor in the maximum (code: {total - optional:g} points, total: "
                   f"{total - optional + auto + manual:g})."]
+    if assignment.promises is not None:
+        promises = load_promises(assignment.promises)
+        lines += ["", "## Promises the docstrings make", "",
+                  "Each rule the student files' docstrings state (students read them as the contract), the hidden "
+                  "checks that grade it and the public tests that show it; from the lesson's "
+                  f"`{assignment.promises.name}`.", ""]
+        lines += promise_table(promises, hidden_names(entries))
     lines.append("")
     return "\n".join(lines)
 

@@ -16,5 +16,5 @@ def test_a_wheel_holds_every_package_and_every_file_the_engine_reads(tmp_path):
     files = {path.relative_to(source).as_posix() for path in (source / "autograder").rglob("*") if path.is_file()}
     lesson = "autograder/lessons/mha_pe"
     assert {"autograder/tools/actionlint.cjs", f"{lesson}/hidden_tests/pytest.ini", f"{lesson}/assignment.toml",
-            f"{lesson}/catalogue/bugs.toml", f"{lesson}/student_readme.md"} <= files
+            f"{lesson}/catalogue/bugs.toml", f"{lesson}/student_readme.md", f"{lesson}/promises.toml"} <= files
     assert sorted(files - packed) == []

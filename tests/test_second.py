@@ -110,6 +110,8 @@ def test_validate_proves_its_grader(lesson):
 def test_its_rubric_page_and_classroom_template(lesson, tmp_path):
     page = render_rubric(lesson)
     assert f"Total: {_maximum(lesson):g}" in page and "normalize keeps a zero vector at zero" in page
+    assert "## Promises the docstrings make" in page and "`test_zero_vector_stays_zero` |" in page, (
+        "its own promises file, through the same table (tests/test_promises.py checks it against its docstrings)")
     steps = classroom_steps(lesson)
     assert [step.test_file for step in steps] == ["test_norms.py", "test_norms.py", "test_layers.py"]
     files = write_template(tmp_path / "template", lesson)

@@ -5,7 +5,8 @@ You may not call ``torch.nn.MultiheadAttention``,
 ``torch.nn.functional.multi_head_attention_forward`` or
 ``torch._native_multi_head_attention`` here: the point of the exercise is to
 build them. The grader checks your module against PyTorch's
-``nn.MultiheadAttention`` given the same weights.
+``nn.MultiheadAttention`` given the same weights. Every function and forward
+here leaves its input tensors unchanged.
 """
 
 import math
@@ -88,7 +89,8 @@ class MultiHeadAttention(nn.Module):
 
         Sequences in the batch never see each other, and the result must not
         depend on a fixed device: derive any new tensor from ``x`` or the
-        module's own parameters.
+        module's own parameters. Two calls with the same input give the same
+        output: no dropout or other randomness.
 
         Args:
             x: ``(batch, seq, d_model)``, exactly 3-D (for one sequence, pass

@@ -5,6 +5,8 @@ permutes its output). Adding a different vector to each position breaks that
 symmetry. Each pair of features (2i, 2i+1) holds one sine/cosine "clock hand"
 turning at its own angular frequency ``base ** (-2i / d_model)``: the first
 pair turns once every 2*pi positions, the last one slowest of all.
+
+Every function and forward here leaves its input tensors unchanged.
 """
 
 import math

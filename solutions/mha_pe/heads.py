@@ -6,7 +6,8 @@ each token once to ``d_model`` features and then reads those features as
 ``h`` owns features ``h*head_dim : (h+1)*head_dim``. Each head then attends
 on its own, and :func:`combine_heads` concatenates the heads' results in the
 same order, so the two functions are exact inverses. Both only rearrange their
-input, so they work on any device and dtype.
+input, so they work on any device and dtype. Each function leaves its input
+tensors unchanged.
 """
 
 

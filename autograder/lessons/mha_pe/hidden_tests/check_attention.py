@@ -258,6 +258,27 @@ def test_module_mask(student):
         "masked weights differ"
 
 
+@graded(2, "A (batch, 1, 1, seq) padding mask reaches every head and query of its own sequence: each sequence's "
+           "blocked keys get no weight, as torch.nn.MultiheadAttention's key_padding_mask blocks them.",
+        visibility="hidden", topic="mha-mask")
+@needs(*MODULE, "attention mask")
+def test_module_accepts_a_padding_mask(student):
+    """A padding mask reaches every head"""
+    module, weights, twin = module_and_twin(student, 8, 2)
+    x = randn(2, 5, 8, seed=39)
+    padding = torch.tensor([[True] * 5, [True, True, True, False, False]]).reshape(2, 1, 1, 5)
+    out, masked = pair(module(x, mask=padding, return_weights=True))
+    # As the causal mask's check: torch's or the student's own parts' weights, or else the module's own unmasked
+    # weights with the padded keys removed (its math is the other checks' concern).
+    for expected_out, expected in expected_attention(student, weights, twin, x, 2, mask=padding):
+        if is_close(masked, expected) or is_close(out, expected_out):
+            return
+    _, unmasked = pair(module(x, return_weights=True))
+    full = padding.expand(2, 2, 5, 5)
+    assert any(is_close(masked, expected, atol=1e-6, equal_nan=nan) for expected, nan in renormalised(unmasked, full)), \
+        "masked weights differ"
+
+
 @graded(3, "Every projection is on the path from input to output (q, k and v through attention, out_proj "
            "after the heads are combined), so training updates all four.", topic="mha-gradients")
 @needs(*MODULE)

@@ -82,6 +82,16 @@ def test_bad_shapes_raise_value_error(student):
         student.combine_heads(torch.zeros(2, 5, 12))
 
 
+@graded(1, "split_heads and combine_heads only rearrange their input, so they keep its dtype and values: float64 "
+           "stays float64, integers stay integers.", topic="heads-dtype")
+@needs("split_heads", "combine_heads")
+def test_heads_keep_the_dtype(student):
+    """split and combine keep the input's dtype"""
+    for x in (randn(2, 3, 8, seed=5, dtype=torch.float64), torch.arange(48).reshape(2, 3, 8)):
+        split = tensor(student.split_heads(x, 2), (2, 2, 3, 4), x.dtype)
+        tensor(student.combine_heads(split), (2, 3, 8), x.dtype)
+
+
 @graded(1, "split_heads and combine_heads only rearrange their input, so they work on any device (checked on "
            "PyTorch's meta device under the GPU's device rules).", visibility="hidden", topic="device")
 @needs("split_heads", "combine_heads")

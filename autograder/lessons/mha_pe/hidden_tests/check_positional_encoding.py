@@ -196,6 +196,16 @@ def test_shift_matrix_moves_the_true_encoding(student, reference, k, d_model):
     close(pe[src] @ m.T, pe[src + k], atol=1e-4)
 
 
+@graded(1, "shift_matrix takes the base of the encoding it moves: its rotations turn each pair by k times that "
+           "pair's frequency under the base it is given.", topic="shift-matrix")
+def test_shift_matrix_uses_its_base(student, reference):
+    """shift_matrix moves an encoding built with another base"""
+    n, k, d_model, base = 30, 4, 8, 100.0
+    m = tensor(student.shift_matrix(k, d_model, base), (d_model, d_model)).double()
+    pe = reference.get_positional_encoding(n, d_model, base).double()
+    close(pe[: n - k] @ m.T, pe[k:], atol=1e-4)
+
+
 @graded(1, "shift_matrix raises ValueError for a d_model that is not a positive even integer.", topic="validation")
 def test_shift_matrix_rejects_odd_width(student):
     """shift_matrix rejects an odd d_model"""

@@ -223,8 +223,11 @@ def expected_attention(student, weights, twin, x, num_heads, mask=None):
     a module that composes the parts correctly keeps its points when a part is wrong, since that part's own
     checks charge for it. A generator, so a module that matches the first pays for nothing more.
     """
+    blocked = None if mask is None else ~mask
+    if blocked is not None and blocked.dim() == 4:  # (batch, 1 or heads, seq, seq): torch takes (batch * heads, ...)
+        blocked = blocked.expand(x.shape[0], num_heads, x.shape[1], x.shape[1]).reshape(-1, x.shape[1], x.shape[1])
     with torch.no_grad():
-        out, per_head = twin(x, x, x, attn_mask=None if mask is None else ~mask, average_attn_weights=False)
+        out, per_head = twin(x, x, x, attn_mask=blocked, average_attn_weights=False)
     yield out, per_head
     try:
         q, k, v = (tensor(student.split_heads(x @ weights[n][0].T + weights[n][1], num_heads))
