@@ -141,9 +141,24 @@ def test_module_adds_the_table_as_a_buffer():
         "the encoding is fixed, not learned: the module must have no parameters"
     )
     x = torch.randn(2, 5, 8)
-    out = module(x)
+    try:
+        out = module(x.clone())  # a copy: whether forward leaves its input alone is another test's question
+    except RuntimeError as error:
+        pytest.fail("forward must add the first seq rows of the table, pe[:seq] with seq = x.shape[1], to every "
+                    f"sequence in the batch; the whole table, or rows picked by another size, does not fit ({error})")
     assert torch.allclose(out - x, get_positional_encoding(5, 8).expand(2, 5, 8), atol=1e-6), (
         "forward must add the first seq rows of the table to every sequence in the batch"
+    )
+
+
+def test_module_leaves_its_input_unchanged():
+    module = PositionalEncoding(8, max_seq_len=20)
+    x = torch.randn(2, 5, 8)
+    before = x.clone()
+    module(x)
+    assert torch.equal(x, before), (
+        "forward must leave its input unchanged and return a new tensor: x + pe builds one, while x += pe "
+        "overwrites the caller's embeddings (which they may still need, for a residual connection say)"
     )
 
 
@@ -151,6 +166,18 @@ def test_module_rejects_too_long_or_wrong_width_inputs():
     module = PositionalEncoding(8, max_seq_len=4)
     must_raise_value_error(lambda: module(torch.zeros(1, 5, 8)), "a sequence longer than max_seq_len")
     must_raise_value_error(lambda: module(torch.zeros(1, 3, 6)), "an input whose last dimension is not d_model")
+
+
+def test_module_accepts_a_sequence_of_exactly_max_seq_len():
+    module = PositionalEncoding(8, max_seq_len=4)
+    try:
+        out = module(torch.zeros(1, 4, 8))
+    except ValueError as error:
+        pytest.fail("a sequence of exactly max_seq_len positions fits the table (rows 0 .. max_seq_len - 1): refuse "
+                    f"only a sequence longer than max_seq_len ({error})")
+    assert torch.allclose(out[0], get_positional_encoding(4, 8), atol=1e-6), (
+        "a sequence of exactly max_seq_len positions gets every row of the table added"
+    )
 
 
 def test_module_follows_its_device():
