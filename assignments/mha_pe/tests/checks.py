@@ -7,15 +7,20 @@ import torch
 PROJECTIONS = ("q_linear", "k_linear", "v_linear", "out_proj")
 
 
-def must_raise_value_error(call, what):
-    """``call()`` must raise ValueError; anything else fails naming ``what``."""
+def must_raise(expected, call, what):
+    """``call()`` must raise ``expected`` (an exception type); anything else fails naming ``what``."""
     try:
         call()
-    except ValueError:
+    except expected:
         return
     except Exception as error:  # noqa: BLE001 - the wrong exception is a failure, with its name
-        pytest.fail(f"{what} must raise ValueError, not {type(error).__name__}: {error}")
-    pytest.fail(f"{what} must raise ValueError")
+        pytest.fail(f"{what} must raise {expected.__name__}, not {type(error).__name__}: {error}")
+    pytest.fail(f"{what} must raise {expected.__name__}")
+
+
+def must_raise_value_error(call, what):
+    """``call()`` must raise ValueError; anything else fails naming ``what``."""
+    must_raise(ValueError, call, what)
 
 
 def projection_weights(module: torch.nn.Module) -> dict:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from checks import PROJECTIONS, must_raise_value_error, projection_weights, torch_twin
+from checks import PROJECTIONS, must_raise, must_raise_value_error, projection_weights, torch_twin
 from mha_pe import MultiHeadAttention, scaled_dot_product_attention
 
 
@@ -35,19 +35,23 @@ def test_weights_are_a_distribution_over_the_keys():
 @pytest.mark.parametrize("lead", [(), (3,), (2, 4)], ids=["no-batch", "batch", "batch-heads"])
 def test_attention_accepts_any_number_of_leading_dimensions(lead):
     q, k, v = torch.randn(*lead, 4, 8), torch.randn(*lead, 6, 8), torch.randn(*lead, 6, 5)
-    out, weights = scaled_dot_product_attention(q, k, v)
+    rule = ("attention accepts any number of leading dimensions: work on the last two axes only (transpose(-2, -1), "
+            "softmax(dim=-1)), whatever comes before them, never on fixed axes such as transpose(2, 3)")
+    try:
+        out, weights = scaled_dot_product_attention(q, k, v)
+    except (IndexError, RuntimeError) as error:
+        pytest.fail(f"with leading dimensions {lead} attention failed ({type(error).__name__}: {error}): {rule}")
     assert tuple(out.shape) == (*lead, 4, 5) and tuple(weights.shape) == (*lead, 4, 6), (
         f"with leading dimensions {lead} the output must be {(*lead, 4, 5)} and the weights {(*lead, 4, 6)}, got "
-        f"{tuple(out.shape)} and {tuple(weights.shape)}: work on the last two axes only (transpose(-2, -1), "
-        "softmax(dim=-1)), whatever comes before them"
+        f"{tuple(out.shape)} and {tuple(weights.shape)}: {rule}"
     )
 
 
 def test_attention_is_scaled_by_sqrt_of_the_feature_size():
     q, k, v = torch.randn(1, 3, 16), torch.randn(1, 3, 16), torch.randn(1, 3, 4)
-    out, weights = scaled_dot_product_attention(q, k, v)
-    assert torch.allclose(weights.sum(-1), torch.ones(1, 3), atol=1e-5), SOFTMAX
     expected = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(16), dim=-1)
+    out, weights = scaled_dot_product_attention(q.clone(), k.clone(), v)
+    assert torch.allclose(weights.sum(-1), torch.ones(1, 3), atol=1e-5), SOFTMAX
     assert torch.allclose(weights, expected, atol=1e-5), (
         "weights must be softmax(q k^T / sqrt(d)) with d the size of each query vector (16 here; the values have 4 "
         "features): divide the scores by sqrt(d), scaled before the softmax"
@@ -57,15 +61,57 @@ def test_attention_is_scaled_by_sqrt_of_the_feature_size():
 
 def test_mask_blocks_keys():
     q, k, v = torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
-    _, unmasked = scaled_dot_product_attention(q, k, v)
+    # Copies of q, k, v for each call: whether attention leaves its inputs alone is another test's question.
+    _, unmasked = scaled_dot_product_attention(q.clone(), k.clone(), v.clone())
     assert torch.allclose(unmasked.sum(-1), torch.ones(1, 3), atol=1e-5), SOFTMAX
     causal = torch.tril(torch.ones(3, 3, dtype=torch.bool))
-    _, weights = scaled_dot_product_attention(q, k, v, mask=causal)
+    _, weights = scaled_dot_product_attention(q.clone(), k.clone(), v.clone(), mask=causal)
     assert torch.all(weights[0][~causal] == 0), (
         "where the mask is False the weight must be exactly 0 (True = may attend)"
     )
     assert torch.allclose(weights.sum(-1), torch.ones(1, 3), atol=1e-5), (
         "masked rows must still sum to 1: fill the blocked scores with -inf before the softmax, not the weights after"
+    )
+    kept = unmasked * causal
+    assert torch.allclose(weights, kept / kept.sum(-1, keepdim=True), atol=1e-5), (
+        "with a mask each query attends as without it, over the allowed keys only: compute the same scaled scores "
+        "(q k^T / sqrt(d)), then fill the blocked ones with -inf before the softmax"
+    )
+
+
+def test_a_query_with_every_key_blocked_attends_to_nothing():
+    q, k, v = torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
+    mask = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])  # query 1 sees no key
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert not (weights.isnan().any() or out.isnan().any()), (
+        "a query with every key blocked attends to nothing: its row of weights and its output are zeros, never NaN "
+        "(a softmax over a row of -inf gives NaN; mask.any(dim=-1) says which queries keep a key)"
+    )
+    assert torch.all(weights[0, 1] == 0) and torch.all(out[0, 1] == 0), (
+        "a query with every key blocked attends to nothing: its row of weights and its output must be all zeros"
+    )
+    assert torch.allclose(weights[0, [0, 2]].sum(-1), torch.ones(2), atol=1e-5), (
+        "the other queries keep their weights, each row summing to 1 over its allowed keys"
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=["float", "int"])
+def test_attention_refuses_a_mask_that_is_not_boolean(dtype):
+    q = torch.randn(1, 3, 4)
+    mask = torch.tril(torch.ones(3, 3)).to(dtype)
+    must_raise(TypeError, lambda: scaled_dot_product_attention(q, q, q, mask=mask),
+               f"a {dtype} mask is ambiguous (1 = may attend, or a score to add?): attention with a mask that is not "
+               "torch.bool")
+
+
+def test_attention_leaves_its_inputs_unchanged():
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 2)
+    mask = torch.rand(3, 5) > 0.3
+    copies = [t.clone() for t in (q, k, v, mask)]
+    scaled_dot_product_attention(q, k, v, mask=mask)
+    assert all(torch.equal(t, copy) for t, copy in zip((q, k, v, mask), copies)), (
+        "attention must leave q, k, v and the mask unchanged: scale with q * scale or q / sqrt(d), which make new "
+        "tensors, not q /= sqrt(d) or q.mul_(...), which overwrite the caller's tensors"
     )
 
 
@@ -110,8 +156,8 @@ def test_module_matches_torch_multihead_attention():
     ref_out, ref_weights = twin(x, x, x, average_attn_weights=False)
     assert weights.shape == ref_weights.shape and torch.allclose(weights, ref_weights, atol=1e-5), (
         "per-head weights differ from nn.MultiheadAttention with the same weights: project q, k and v with their "
-        "own layers, split into contiguous heads, scale each head's scores by sqrt(head_dim) (fix the heads and "
-        "scaled_dot_product_attention tests first: the module uses them)"
+        "own layers, split into contiguous heads, scale each head's scores by sqrt(head_dim), softmax over keys "
+        "(fix the heads and scaled_dot_product_attention tests first: the module uses them)"
     )
     assert torch.allclose(out, ref_out, atol=1e-5), (
         "outputs differ from nn.MultiheadAttention with the same weights: concatenate the heads in order, then "
@@ -146,6 +192,24 @@ def test_gradients_reach_every_projection():
             f"no gradient reaches {name}: every projection is on the path from input to output (nothing detached, "
             "no torch.no_grad), so training updates all four"
         )
+
+
+def test_module_is_deterministic():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 4, 8)
+    for mode in ("train", "eval"):
+        getattr(mha, mode)()
+        assert torch.equal(mha(x), mha(x)), (
+            f"in {mode} mode the module must give the same output twice for the same input: nothing in it is random "
+            "(no dropout left on: F.dropout drops even in eval mode unless given training=self.training)"
+        )
+
+
+def test_module_refuses_a_2d_input():
+    mha = MultiHeadAttention(8, 2)
+    must_raise_value_error(lambda: mha(torch.randn(5, 8)),
+                           "MultiHeadAttention with a 2-D input (x must be exactly 3-D, (batch, seq, d_model); for "
+                           "one sequence pass x[None])")
 
 
 def test_module_rejects_indivisible_width():

@@ -8,7 +8,11 @@ from mha_pe import combine_heads, split_heads
 
 
 def test_split_shape():
-    out = split_heads(torch.randn(2, 5, 12), num_heads=4)
+    try:
+        out = split_heads(torch.randn(2, 5, 12), num_heads=4)
+    except TypeError as error:
+        pytest.fail("each head has head_dim = d_model // num_heads features, an int: the integer division //, since "
+                    f"view, reshape and unflatten refuse a float size such as d_model / num_heads ({error})")
     assert tuple(out.shape) == (2, 4, 5, 3), (
         f"(batch, seq, d_model) splits into (batch, num_heads, seq, d_model // num_heads): expected (2, 4, 5, 3), "
         f"got {tuple(out.shape)}"

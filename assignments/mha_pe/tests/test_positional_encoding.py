@@ -67,15 +67,31 @@ def test_each_pair_turns_at_its_frequency():
 
 
 def test_base_changes_the_slow_frequencies():
-    slow = get_positional_encoding(5, 4, base=10000.0).double()
-    fast = get_positional_encoding(5, 4, base=100.0).double()
-    assert torch.allclose(pair_steps(fast, 1).abs(), torch.full((4,), 100.0 ** -0.5, dtype=torch.float64),
-                          atol=1e-5), (
-        "the base argument sets how slowly the later pairs turn: use the base you are given; with base=100 and "
-        "d_model=4 the second pair turns by 100**(-2/4) radians per position"
+    # Pair i turns at base ** exponent_i whatever its exponent, so the exponent read back from the table,
+    # log(frequency) / log(base), is the same under every base. Small bases keep every pair readable: a pair
+    # turning faster than pi radians per position cannot be read from whole positions (its angle wraps around),
+    # and with a base of at most 4 an exponent below 3/4 stays under that (only pairs readable under every base
+    # count).
+    d_model, bases = 8, (2.0, 3.0, 4.0)
+    rates, exponents, readable = {}, {}, torch.ones(d_model // 2, dtype=torch.bool)
+    for base in bases:
+        pe = get_positional_encoding(30, d_model, base=base).double()
+        assert torch.allclose(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(30, 4).double(), atol=1e-4), INTERLEAVE
+        rates[base] = torch.stack([pair_steps(pe, i).abs().mean() for i in range(d_model // 2)])
+        exponents[base] = rates[base].log() / math.log(base)
+        readable &= rates[base] < 3.0
+    agree = all(torch.allclose(exponents[base][readable], exponents[bases[0]][readable], atol=1e-3)
+                for base in bases)
+    ignored = all(torch.allclose(rates[base], rates[bases[0]], rtol=1e-3) for base in bases)
+    assert agree or not ignored, (
+        "the base argument sets how slowly the later pairs turn: use the base you are given, not a fixed 10000. "
+        f"With base={', '.join(f'{base:g}' for base in bases)} every pair turned at the same rates, "
+        f"{rates[bases[0]].tolist()} radians per position"
     )
-    assert torch.allclose(slow[:, :2], fast[:, :2], atol=1e-6), (
-        "the first pair has exponent 0, so base must not change it"
+    assert agree, (
+        "pair i must turn at base ** (-2i/d_model) radians per position, a power of the base with an exponent that "
+        "does not depend on the base, so log(frequency) / log(base) is the same under every base; measured "
+        + "; ".join(f"base={base:g}: {exponents[base][readable].tolist()}" for base in bases)
     )
 
 
@@ -125,9 +141,24 @@ def test_module_adds_the_table_as_a_buffer():
         "the encoding is fixed, not learned: the module must have no parameters"
     )
     x = torch.randn(2, 5, 8)
-    out = module(x)
+    try:
+        out = module(x.clone())  # a copy: whether forward leaves its input alone is another test's question
+    except RuntimeError as error:
+        pytest.fail("forward must add the first seq rows of the table, pe[:seq] with seq = x.shape[1], to every "
+                    f"sequence in the batch; the whole table, or rows picked by another size, does not fit ({error})")
     assert torch.allclose(out - x, get_positional_encoding(5, 8).expand(2, 5, 8), atol=1e-6), (
         "forward must add the first seq rows of the table to every sequence in the batch"
+    )
+
+
+def test_module_leaves_its_input_unchanged():
+    module = PositionalEncoding(8, max_seq_len=20)
+    x = torch.randn(2, 5, 8)
+    before = x.clone()
+    module(x)
+    assert torch.equal(x, before), (
+        "forward must leave its input unchanged and return a new tensor: x + pe builds one, while x += pe "
+        "overwrites the caller's embeddings (which they may still need, for a residual connection say)"
     )
 
 
@@ -135,6 +166,18 @@ def test_module_rejects_too_long_or_wrong_width_inputs():
     module = PositionalEncoding(8, max_seq_len=4)
     must_raise_value_error(lambda: module(torch.zeros(1, 5, 8)), "a sequence longer than max_seq_len")
     must_raise_value_error(lambda: module(torch.zeros(1, 3, 6)), "an input whose last dimension is not d_model")
+
+
+def test_module_accepts_a_sequence_of_exactly_max_seq_len():
+    module = PositionalEncoding(8, max_seq_len=4)
+    try:
+        out = module(torch.zeros(1, 4, 8))
+    except ValueError as error:
+        pytest.fail("a sequence of exactly max_seq_len positions fits the table (rows 0 .. max_seq_len - 1): refuse "
+                    f"only a sequence longer than max_seq_len ({error})")
+    assert torch.allclose(out[0], get_positional_encoding(4, 8), atol=1e-6), (
+        "a sequence of exactly max_seq_len positions gets every row of the table added"
+    )
 
 
 def test_module_follows_its_device():
