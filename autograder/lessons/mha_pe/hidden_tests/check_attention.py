@@ -113,7 +113,7 @@ def test_attention_mask(student):
 MASKED = (*ATTEND, "attention mask")
 
 
-@graded(2, "A query whose keys are all blocked attends to nothing: its weights and its output are zeros, never "
+@graded(2, "A query with every key blocked attends to nothing: its weights and its output are zeros, never "
            "NaN (a row of -inf scores softmaxes to NaN: set such rows to 0).", topic="sdpa-all-blocked")
 @needs(*MASKED)
 def test_attention_zeroes_queries_with_every_key_blocked(student):
@@ -254,8 +254,8 @@ def test_module_mask(student):
         if is_close(masked, expected) or is_close(out, expected_out):
             return
     _, unmasked = pair(module(x, return_weights=True))
-    assert any(is_close(masked, expected, atol=1e-6, equal_nan=nan) for expected, nan in renormalised(unmasked, causal)), \
-        "masked weights differ"
+    assert any(is_close(masked, expected, atol=1e-6, equal_nan=nan)
+               for expected, nan in renormalised(unmasked, causal)), "masked weights differ"
 
 
 @graded(2, "A (batch, 1, 1, seq) padding mask reaches every head and query of its own sequence: each sequence's "
@@ -275,8 +275,8 @@ def test_module_accepts_a_padding_mask(student):
             return
     _, unmasked = pair(module(x, return_weights=True))
     full = padding.expand(2, 2, 5, 5)
-    assert any(is_close(masked, expected, atol=1e-6, equal_nan=nan) for expected, nan in renormalised(unmasked, full)), \
-        "masked weights differ"
+    assert any(is_close(masked, expected, atol=1e-6, equal_nan=nan)
+               for expected, nan in renormalised(unmasked, full)), "masked weights differ"
 
 
 @graded(3, "Every projection is on the path from input to output (q, k and v through attention, out_proj "

@@ -12,8 +12,8 @@ import torch
 
 from autograder.rubric import graded
 from autograder.rubric import NotChecked
-from .support import (close, each_case, expected_rates, is_close, needs, pair_rates, randn, recurrence_residual, sine_pairs,
-                      student_raises, tensor, unwrapped_angle)
+from .support import (close, each_case, expected_rates, is_close, needs, pair_rates, randn, recurrence_residual,
+                      sine_pairs, student_raises, tensor, unwrapped_angle)
 from autograder.worker.protocol import device_of
 
 GROUP = "positional_encoding"
@@ -47,10 +47,8 @@ def test_starts_at_position_zero(student):
     """Row 0 encodes position 0"""
     pe = tensor(student.get_positional_encoding(8, 12), (8, 12)).double()
     # Angle 0 in each (sine, cosine) pair: one 0 and one 1, whichever column the layout gave each.
-    pairs = sine_pairs(pe) or [tuple(range(12))]  # no pairs to read: the whole row, six 0s and six 1s
-    for columns in pairs:
-        close(pe[0, list(columns)].sort().values, torch.tensor([0.0, 1.0]).repeat_interleave(len(columns) // 2),
-              atol=1e-6)
+    for columns in pairs_of(pe):
+        close(pe[0, list(columns)].sort().values, torch.tensor([0.0, 1.0]), atol=1e-6)
 
 
 @graded(3, "Sine and cosine interleave: even feature 2i holds the sine and odd feature 2i+1 the cosine of "
