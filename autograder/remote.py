@@ -43,6 +43,7 @@ NAME_LIMIT = 100
 PUBLIC_TYPES = frozenset(name for name, value in vars(builtins).items() if isinstance(value, type)) | {
     "Tensor", "Parameter", "NoneType", "function", "module", "MissingFile", "MissingName"}
 _WHERE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,99})\.py:(\d{1,6})$")
+PHASES = ("forward", "backward")  # the steps of a gradient request a worker's error may name
 
 
 def bounded(text, limit):
@@ -67,7 +68,7 @@ def public_type(mro, fallback="an exception of a class of its own"):
 def clean_record(record, lines, modules):
     """A worker's error record with every field checked and bounded; ``where`` is kept only when it names one
     of ``modules`` (the contract's student files) and, with ``lines`` (module -> line count), a line that
-    exists."""
+    exists. ``phase`` is one of :data:`PHASES` or empty."""
     record = record if isinstance(record, dict) else {}
     mro = record.get("mro")
     mro = [_text(item, NAME_LIMIT) for item in mro[:20]] if isinstance(mro, list) else []
@@ -79,7 +80,8 @@ def clean_record(record, lines, modules):
         where = None
     return {"type": kind, "mro": mro or [kind], "message": _text(record.get("message")), "where": where,
             "cause": _text(record.get("cause"), NAME_LIMIT), "module": _text(record.get("module"), NAME_LIMIT),
-            "missing": _text(record.get("missing"), NAME_LIMIT)}
+            "missing": _text(record.get("missing"), NAME_LIMIT),
+            "phase": record.get("phase") if record.get("phase") in PHASES else ""}
 
 
 # ---------------------------------------------------------------- failures
@@ -97,12 +99,17 @@ class SubmissionFailure(Exception):
 
 
 class StudentError(SubmissionFailure):
-    """The student's code raised an exception (known to the judge by names and text only)."""
+    """The student's code raised an exception (known to the judge by names and text only).
 
-    def __init__(self, name, record):
+    ``phase``: the step of a gradient request that raised ("forward", "backward"; None elsewhere).
+    """
+
+    def __init__(self, name: str, record: dict) -> None:
         super().__init__()
         self.name, self.type, self.mro = name, record["type"], record["mro"]
         self.message, self.where = record["message"], record["where"]
+        self.record = record
+        self.phase = record.get("phase") or None
         place = f" at {self.where}" if self.where else ""
         self.summary = f"{name} raised {public_type(self.mro)}{place}"
         self.detail = f"{self.type}: {self.message}"
@@ -233,10 +240,21 @@ class RemoteObject:
             self._ask("to", f"{self._name}.to", dtype=protocol.DTYPE_NAMES[target])
         return self
 
-    def grads(self, *args, **kwargs):
+    def grads(self, *args, **kwargs) -> dict:
         """Forward and backward of ``sum(output ** 2)`` in the worker: ``{"output": tensor, "grads": {parameter
-        name: tensor or None}}``."""
-        return self._ask("grads", f"{self._name}.backward", args=list(args), kwargs=kwargs)
+        name: tensor or None}}``. A failure names the step that failed: ``<Module>.forward`` when the forward
+        raised or returned no tensor, ``<Module>.backward`` when the backward through it raised."""
+        try:
+            reply = self._ask("grads", f"{self._name}.forward and .backward", args=list(args), kwargs=kwargs)
+        except StudentError as error:
+            if error.phase is None:
+                raise
+            # The worker names the step (its word picks one of two fixed ones, about its own code only).
+            raise StudentError(f"{self._name}.{error.phase}", error.record) from None
+        if isinstance(reply, dict) and reply.get("grads") is None and not isinstance(reply.get("output"),
+                                                                                       torch.Tensor):
+            raise BadValue(f"{self._name}.forward", "no tensor, so there is no gradient to compute")
+        return reply
 
 
 def fake_result(reply):

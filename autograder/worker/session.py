@@ -13,6 +13,7 @@ check against its own computations.
 """
 
 import builtins
+import contextlib
 import importlib
 import itertools
 import os
@@ -214,14 +215,19 @@ class Session:
 
     def op_grads(self, message, blobs):
         """Forward, then backward of ``sum(output ** 2)``: the output and every parameter's gradient (by every
-        name it has), as tensors; the judge computes the gradients it expects itself."""
+        name it has), as tensors; the judge computes the gradients it expects itself. An error says which of the
+        two raised (``phase``); a forward that returns no tensor gets ``grads: None`` (nothing to differentiate)."""
         module = _module(self._object(message["handle"]))
         args, kwargs = self._arguments(message, blobs)
         module.zero_grad(set_to_none=True)
-        out = module(*args, **kwargs)
-        if isinstance(out, tuple):
+        with _phase("forward"):
+            out = module(*args, **kwargs)
+        if isinstance(out, tuple) and out:
             out = out[0]
-        out.float().pow(2).sum().backward()  # squared: a plain sum can cancel a softmax's gradient
+        if not isinstance(out, torch.Tensor):
+            return {"output": out, "grads": None}
+        with _phase("backward"):
+            out.float().pow(2).sum().backward()  # squared: a plain sum can cancel a softmax's gradient
         grads = {name: None if p.grad is None else p.grad.detach()
                  for name, p in module.named_parameters(remove_duplicate=False)}
         return {"output": out.detach(), "grads": grads}
@@ -268,6 +274,8 @@ class Session:
         except ImportFailed as failure:
             reply = {"error": dict(failure.record, type="ImportFailed", cause=failure.record["type"],
                                    module=failure.module)}
+        except InPhase as failure:
+            reply = {"error": dict(self.error_record(failure.error), phase=failure.phase)}
         except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
             reply = {"error": self.error_record(error)}
         if self.forbidden_hits and message.get("op") not in NOTEBOOK_OPS:  # the notebook may use any library
@@ -293,6 +301,25 @@ def _module(value):
     if not isinstance(value, torch.nn.Module):
         raise TypeError(f"{type(value).__name__[:100]} is not an nn.Module")
     return value
+
+
+class InPhase(Exception):
+    """A student's error raised in one ``phase`` of a gradient request ("forward" or "backward")."""
+
+    def __init__(self, phase, error):
+        super().__init__(phase)
+        self.phase, self.error = phase, error
+
+
+@contextlib.contextmanager
+def _phase(phase):
+    """Tag what the block raises with ``phase`` (an import failure stays what it is: the judge names the file)."""
+    try:
+        yield
+    except ImportFailed:
+        raise
+    except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
+        raise InPhase(phase, error) from None
 
 
 def on_fake_device(function, args, kwargs):
