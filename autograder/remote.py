@@ -68,7 +68,7 @@ def public_type(mro, fallback="an exception of a class of its own"):
 def clean_record(record, lines, modules):
     """A worker's error record with every field checked and bounded; ``where`` is kept only when it names one
     of ``modules`` (the contract's student files) and, with ``lines`` (module -> line count), a line that
-    exists. ``phase`` is one of :data:`PHASES` or empty."""
+    exists. ``phase`` is one of :data:`PHASES` or empty; ``on_cpu_too`` and ``mixed_devices`` are booleans."""
     record = record if isinstance(record, dict) else {}
     mro = record.get("mro")
     mro = [_text(item, NAME_LIMIT) for item in mro[:20]] if isinstance(mro, list) else []
@@ -81,7 +81,8 @@ def clean_record(record, lines, modules):
     return {"type": kind, "mro": mro or [kind], "message": _text(record.get("message")), "where": where,
             "cause": _text(record.get("cause"), NAME_LIMIT), "module": _text(record.get("module"), NAME_LIMIT),
             "missing": _text(record.get("missing"), NAME_LIMIT),
-            "phase": record.get("phase") if record.get("phase") in PHASES else ""}
+            "phase": record.get("phase") if record.get("phase") in PHASES else "",
+            "on_cpu_too": record.get("on_cpu_too") is True, "mixed_devices": record.get("mixed_devices") is True}
 
 
 # ---------------------------------------------------------------- failures
@@ -102,16 +103,29 @@ class StudentError(SubmissionFailure):
     """The student's code raised an exception (known to the judge by names and text only).
 
     ``phase``: the step of a gradient request that raised ("forward", "backward"; None elsewhere).
+    ``on_fake_device``: the call ran on the fake device (the judge asked for it); then ``on_cpu_too`` says the
+    same call raised on the CPU as well, and the type, place and message are the CPU run's (what the student
+    sees on their own machine), else they are the fake run's, where ``mixed_devices`` marks the device rules'
+    own refusal (tensors on two devices, a ``RuntimeError`` on a GPU).
     """
 
-    def __init__(self, name: str, record: dict) -> None:
+    def __init__(self, name: str, record: dict, fake: bool = False) -> None:
         super().__init__()
         self.name, self.type, self.mro = name, record["type"], record["mro"]
         self.message, self.where = record["message"], record["where"]
         self.record = record
         self.phase = record.get("phase") or None
+        self.on_fake_device = fake
+        self.on_cpu_too = fake and record.get("on_cpu_too") is True
+        self.mixed_devices = fake and not self.on_cpu_too and record.get("mixed_devices") is True
         place = f" at {self.where}" if self.where else ""
         self.summary = f"{name} raised {public_type(self.mro)}{place}"
+        if self.on_cpu_too:
+            self.summary += " on the CPU too (not a device problem)"
+        elif self.mixed_devices:
+            self.summary += " under the GPU's device rules, mixing tensors of two devices (it runs on the CPU)"
+        elif fake:
+            self.summary += " under the GPU's device rules (it runs on the CPU)"
         self.detail = f"{self.type}: {self.message}"
 
     def is_a(self, type_name):
@@ -460,7 +474,7 @@ class RemoteSubmission:
                                         self.contract.packages)
                 self.broken_modules[module] = failure
                 raise failure
-            raise StudentError(label, record)
+            raise StudentError(label, record, fake=message.get("fake") is True)
         try:
             return protocol.decode(reply.get("value"), reply_blobs)
         except Exception:  # noqa: BLE001 - any malformed value is the submission's fault, never the grader's

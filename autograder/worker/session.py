@@ -25,6 +25,7 @@ import types
 import torch
 
 from .contract import Contract
+from .cpu_rerun import rerun_on_cpu
 from .protocol import DTYPES, decode, encode
 
 MESSAGE_LIMIT = 400
@@ -95,6 +96,20 @@ class Session:
             record["missing"] = error.name[:100]  # the module it could not find: the judge names it if it knows it
         if isinstance(error, SyntaxError) and error.filename:
             record["where"] = f"{os.path.basename(error.filename)}:{error.lineno}"
+        return record
+
+    def fake_record(self, failure: "FakeFailed") -> dict:
+        """The error record of a call that failed on the fake device: the CPU run's error when it raised too
+        (``on_cpu_too``: the student meets it on their own machine), else the fake run's, with the device rules'
+        own refusal as the ``RuntimeError`` a GPU raises (``mixed_devices``)."""
+        if failure.cpu_error is not None:
+            return dict(self.error_record(failure.cpu_error), on_cpu_too=True)
+        record = dict(self.error_record(failure.error), on_cpu_too=False)
+        from .device_rules import DeviceMismatch  # imported already: the fake run used it
+
+        if isinstance(failure.error, DeviceMismatch):
+            record.update(type="RuntimeError", mro=[cls.__name__ for cls in RuntimeError.__mro__],
+                          mixed_devices=True)
         return record
 
     # ------------------------------------------------------------ imports
@@ -175,7 +190,7 @@ class Session:
         function = self.lookup(message["name"])
         args, kwargs = self._arguments(message, blobs)
         if message.get("fake"):
-            return on_fake_device(function, args, kwargs)
+            return _fake_or_cpu(function, args, kwargs)
         return function(*args, **kwargs)
 
     def op_method(self, message, blobs):
@@ -185,7 +200,7 @@ class Session:
         if name not in ("__call__", "forward"):
             raise LookupError(f"method {name} is not callable from the judge")
         if message.get("fake"):
-            return on_fake_device(_module(target), args, kwargs)
+            return _fake_or_cpu(_module(target), args, kwargs)
         if "override" in message:  # the module run with some parameters replaced (the judge's finite differences)
             override = decode(message["override"], blobs)
             return torch.func.functional_call(_module(target), override, tuple(args), kwargs, strict=False)
@@ -276,6 +291,8 @@ class Session:
                                    module=failure.module)}
         except InPhase as failure:
             reply = {"error": dict(self.error_record(failure.error), phase=failure.phase)}
+        except FakeFailed as failure:
+            reply = {"error": self.fake_record(failure)}
         except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
             reply = {"error": self.error_record(error)}
         if self.forbidden_hits and message.get("op") not in NOTEBOOK_OPS:  # the notebook may use any library
@@ -320,6 +337,31 @@ def _phase(phase):
         raise
     except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
         raise InPhase(phase, error) from None
+
+
+class FakeFailed(Exception):
+    """A call that raised ``error`` on the fake device; ``cpu_error`` is what the same call raised on the CPU (None:
+    it ran there)."""
+
+    def __init__(self, error, cpu_error):
+        super().__init__("failed on the fake device")
+        self.error, self.cpu_error = error, cpu_error
+
+
+def _fake_or_cpu(function, args, kwargs):
+    """:func:`on_fake_device`; when it raises, the same call again on the CPU (:mod:`.cpu_rerun`), from the same
+    random state, so the reply can say whether the device or the code is at fault (:class:`FakeFailed`)."""
+    try:
+        return on_fake_device(function, args, kwargs)
+    except ImportFailed:
+        raise
+    except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
+        failed = error
+    seed_everything()
+    on_cpu = rerun_on_cpu(function, args, kwargs)
+    if isinstance(on_cpu, ImportFailed):  # a file imported only now: the judge names it, as for any call
+        raise on_cpu
+    raise FakeFailed(failed, on_cpu)
 
 
 def on_fake_device(function, args, kwargs):
