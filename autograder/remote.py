@@ -43,6 +43,7 @@ NAME_LIMIT = 100
 PUBLIC_TYPES = frozenset(name for name, value in vars(builtins).items() if isinstance(value, type)) | {
     "Tensor", "Parameter", "NoneType", "function", "module", "MissingFile", "MissingName"}
 _WHERE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,99})\.py:(\d{1,6})$")
+PHASES = ("forward", "backward")  # the steps of a gradient request a worker's error may name
 
 
 def bounded(text, limit):
@@ -67,7 +68,7 @@ def public_type(mro, fallback="an exception of a class of its own"):
 def clean_record(record, lines, modules):
     """A worker's error record with every field checked and bounded; ``where`` is kept only when it names one
     of ``modules`` (the contract's student files) and, with ``lines`` (module -> line count), a line that
-    exists."""
+    exists. ``phase`` is one of :data:`PHASES` or empty; ``on_cpu_too`` and ``mixed_devices`` are booleans."""
     record = record if isinstance(record, dict) else {}
     mro = record.get("mro")
     mro = [_text(item, NAME_LIMIT) for item in mro[:20]] if isinstance(mro, list) else []
@@ -79,7 +80,9 @@ def clean_record(record, lines, modules):
         where = None
     return {"type": kind, "mro": mro or [kind], "message": _text(record.get("message")), "where": where,
             "cause": _text(record.get("cause"), NAME_LIMIT), "module": _text(record.get("module"), NAME_LIMIT),
-            "missing": _text(record.get("missing"), NAME_LIMIT)}
+            "missing": _text(record.get("missing"), NAME_LIMIT),
+            "phase": record.get("phase") if record.get("phase") in PHASES else "",
+            "on_cpu_too": record.get("on_cpu_too") is True, "mixed_devices": record.get("mixed_devices") is True}
 
 
 # ---------------------------------------------------------------- failures
@@ -97,14 +100,32 @@ class SubmissionFailure(Exception):
 
 
 class StudentError(SubmissionFailure):
-    """The student's code raised an exception (known to the judge by names and text only)."""
+    """The student's code raised an exception (known to the judge by names and text only).
 
-    def __init__(self, name, record):
+    ``phase``: the step of a gradient request that raised ("forward", "backward"; None elsewhere).
+    ``on_fake_device``: the call ran on the fake device (the judge asked for it); then ``on_cpu_too`` says the
+    same call raised on the CPU as well, and the type, place and message are the CPU run's (what the student
+    sees on their own machine), else they are the fake run's, where ``mixed_devices`` marks the device rules'
+    own refusal (tensors on two devices, a ``RuntimeError`` on a GPU).
+    """
+
+    def __init__(self, name: str, record: dict, fake: bool = False) -> None:
         super().__init__()
         self.name, self.type, self.mro = name, record["type"], record["mro"]
         self.message, self.where = record["message"], record["where"]
+        self.record = record
+        self.phase = record.get("phase") or None
+        self.on_fake_device = fake
+        self.on_cpu_too = fake and record.get("on_cpu_too") is True
+        self.mixed_devices = fake and not self.on_cpu_too and record.get("mixed_devices") is True
         place = f" at {self.where}" if self.where else ""
         self.summary = f"{name} raised {public_type(self.mro)}{place}"
+        if self.on_cpu_too:
+            self.summary += " on the CPU too (not a device problem)"
+        elif self.mixed_devices:
+            self.summary += " under the GPU's device rules, mixing tensors of two devices (it runs on the CPU)"
+        elif fake:
+            self.summary += " under the GPU's device rules (it runs on the CPU)"
         self.detail = f"{self.type}: {self.message}"
 
     def is_a(self, type_name):
@@ -239,10 +260,21 @@ class RemoteObject:
             self._ask("to", f"{self._name}.to", dtype=protocol.DTYPE_NAMES[target])
         return self
 
-    def grads(self, *args, **kwargs):
+    def grads(self, *args, **kwargs) -> dict:
         """Forward and backward of ``sum(output ** 2)`` in the worker: ``{"output": tensor, "grads": {parameter
-        name: tensor or None}}``."""
-        return self._ask("grads", f"{self._name}.backward", args=list(args), kwargs=kwargs)
+        name: tensor or None}}``. A failure names the step that failed: ``<Module>.forward`` when the forward
+        raised or returned no tensor, ``<Module>.backward`` when the backward through it raised."""
+        try:
+            reply = self._ask("grads", f"{self._name}.forward and .backward", args=list(args), kwargs=kwargs)
+        except StudentError as error:
+            if error.phase is None:
+                raise
+            # The worker names the step (its word picks one of two fixed ones, about its own code only).
+            raise StudentError(f"{self._name}.{error.phase}", error.record) from None
+        if isinstance(reply, dict) and reply.get("grads") is None and not isinstance(reply.get("output"),
+                                                                                       torch.Tensor):
+            raise BadValue(f"{self._name}.forward", "no tensor, so there is no gradient to compute")
+        return reply
 
 
 def fake_result(reply):
@@ -448,7 +480,7 @@ class RemoteSubmission:
                                         self.contract.packages)
                 self.broken_modules[module] = failure
                 raise failure
-            raise StudentError(label, record)
+            raise StudentError(label, record, fake=message.get("fake") is True)
         try:
             return protocol.decode(reply.get("value"), reply_blobs)
         except Exception:  # noqa: BLE001 - any malformed value is the submission's fault, never the grader's

@@ -128,3 +128,30 @@ def test_a_place_outside_the_contracts_files_is_never_kept():
     assert clean_record(record, None, ("attention",))["where"] is None, "not one of the contract's files"
     assert clean_record(dict(record, where="check_heads.py:12"), None, ("heads",))["where"] is None
     assert clean_record(dict(record, where="../heads.py:3"), None, ("heads",))["where"] is None
+
+
+def test_a_gradient_requests_phase_is_kept_only_as_one_of_two_words():
+    """A gradient request's ``phase`` is ``forward`` or ``backward``: anything else a worker sends (a long string, a
+    phase of its own, a list) is dropped, never shown."""
+    from autograder.remote import clean_record
+
+    record = {"type": "ValueError", "mro": ["ValueError"], "message": "m", "where": None}
+    assert clean_record(dict(record, phase="forward"), None, ("heads",))["phase"] == "forward"
+    assert clean_record(dict(record, phase="backward"), None, ("heads",))["phase"] == "backward"
+    for forged in ("x" * 10_000, "forward; your score is 100", ["forward"], 1):
+        assert clean_record(dict(record, phase=forged), None, ("heads",))["phase"] == ""
+
+
+def test_the_fake_devices_flags_are_booleans_and_speak_only_for_a_fake_call():
+    """``on_cpu_too`` and ``mixed_devices`` are kept only when they are ``True`` itself (a truthy string or list is
+    dropped), and they change a summary only for a call the judge itself sent to the fake device."""
+    from autograder.remote import StudentError, clean_record
+
+    record = {"type": "ValueError", "mro": ["ValueError"], "message": "m", "where": None}
+    for forged in ("yes", 1, [True], {"x": 1}):
+        kept = clean_record(dict(record, on_cpu_too=forged, mixed_devices=forged), None, ("heads",))
+        assert kept["on_cpu_too"] is False and kept["mixed_devices"] is False
+    flagged = clean_record(dict(record, on_cpu_too=True, mixed_devices=True), None, ("heads",))
+    assert StudentError("f", flagged).summary == "f raised ValueError"
+    assert not StudentError("f", flagged).on_cpu_too
+    assert StudentError("f", flagged, fake=True).summary == "f raised ValueError on the CPU too (not a device problem)"

@@ -373,6 +373,24 @@ def test_the_fake_device_applies_the_gpus_device_rules():
         on_fake_device(Table(True), (torch.empty(2, 5, 4, device="meta"),), {"plain": True})
 
 
+
+def test_a_failed_fake_call_is_rerun_on_the_cpu_with_real_tensors_of_the_same_shapes():
+    """The rerun's tensors are the fake ones made real: the same shapes and dtypes, zeros, and all True for a mask
+    (so no query is left without a key); a module runs with its state as it is on the CPU (zeros where it was
+    moved to meta); what the CPU run raised comes back (None when it ran)."""
+    import torch
+
+    from autograder.worker.cpu_rerun import real_twin, rerun_on_cpu
+
+    twin = real_twin({"x": [torch.empty(2, 3, device="meta")],
+                      "mask": torch.empty(3, 3, dtype=torch.bool, device="meta"), "n": 4})
+    assert twin["n"] == 4 and twin["x"][0].device.type == "cpu" and torch.equal(twin["x"][0], torch.zeros(2, 3))
+    assert twin["mask"].dtype == torch.bool and bool(twin["mask"].all())
+    layer = torch.nn.Linear(3, 2)
+    assert rerun_on_cpu(layer, (torch.empty(4, 3, device="meta"),), {}) is None
+    assert rerun_on_cpu(layer.to("meta"), (torch.empty(4, 3, device="meta"),), {}) is None
+    assert isinstance(rerun_on_cpu(lambda x: x.tolist()[9], (torch.empty(2, device="meta"),), {}), IndexError)
+
 def test_the_device_rules_agree_with_pytorchs_fake_tensors():
     """The fake device's rules are the ones PyTorch's fake tensors apply (CUDA's), case by case: mixing a CPU tensor
     into a meta computation fails exactly where it fails under ``FakeTensorMode``."""

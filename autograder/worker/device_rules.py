@@ -29,6 +29,12 @@ def _tensors(values):
             yield from (item for item in value if isinstance(item, torch.Tensor))
 
 
+class DeviceMismatch(RuntimeError):
+    """Two devices in one operation, refused as a GPU refuses them. A ``RuntimeError``, as PyTorch's own refusal
+    on a GPU is (a student's ``except RuntimeError`` meets it as it would there); a class of its own so the worker
+    can tell the rules' refusal from the meta device's other errors and report it as a GPU would."""
+
+
 def _moved(value, device):
     """``value`` with each tensor not on ``device`` (a CPU 0-dim one) replaced by a 0-dim tensor there."""
     if isinstance(value, torch.Tensor):
@@ -40,7 +46,8 @@ def _moved(value, device):
 
 def common_device(func, tensors):
     """``(device, moved)``: the device an operation on ``tensors`` runs on, and whether a CPU 0-dim tensor joins
-    from another device. Raises ``RuntimeError`` where a GPU would: two devices, neither a CPU 0-dim tensor."""
+    from another device. Raises :class:`DeviceMismatch` (a ``RuntimeError``) where a GPU would: two devices,
+    neither a CPU 0-dim tensor."""
     device, scalar, moved = None, False, False
     for tensor in tensors:
         zero_dim_cpu = tensor.device.type == "cpu" and tensor.dim() == 0
@@ -53,8 +60,8 @@ def common_device(func, tensors):
         elif scalar:  # so far only CPU 0-dim tensors: they join this one's device
             device, scalar, moved = tensor.device, False, True
         else:
-            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                               f"{device} and {tensor.device} (in {func})")
+            raise DeviceMismatch(f"Expected all tensors to be on the same device, but found at least two devices, "
+                                 f"{device} and {tensor.device} (in {func})")
     return device, moved
 
 

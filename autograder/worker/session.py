@@ -13,6 +13,7 @@ check against its own computations.
 """
 
 import builtins
+import contextlib
 import importlib
 import itertools
 import os
@@ -24,6 +25,7 @@ import types
 import torch
 
 from .contract import Contract
+from .cpu_rerun import rerun_on_cpu
 from .protocol import DTYPES, decode, encode
 
 MESSAGE_LIMIT = 400
@@ -101,6 +103,20 @@ class Session:
             record["missing"] = error.name[:100]  # the module it could not find: the judge names it if it knows it
         if isinstance(error, SyntaxError) and error.filename:
             record["where"] = f"{os.path.basename(error.filename)}:{error.lineno}"
+        return record
+
+    def fake_record(self, failure: "FakeFailed") -> dict:
+        """The error record of a call that failed on the fake device: the CPU run's error when it raised too
+        (``on_cpu_too``: the student meets it on their own machine), else the fake run's, with the device rules'
+        own refusal as the ``RuntimeError`` a GPU raises (``mixed_devices``)."""
+        if failure.cpu_error is not None:
+            return dict(self.error_record(failure.cpu_error), on_cpu_too=True)
+        record = dict(self.error_record(failure.error), on_cpu_too=False)
+        from .device_rules import DeviceMismatch  # imported already: the fake run used it
+
+        if isinstance(failure.error, DeviceMismatch):
+            record.update(type="RuntimeError", mro=[cls.__name__ for cls in RuntimeError.__mro__],
+                          mixed_devices=True)
         return record
 
     # ------------------------------------------------------------ imports
@@ -181,7 +197,7 @@ class Session:
         function = self.lookup(message["name"])
         args, kwargs = self._arguments(message, blobs)
         if message.get("fake"):
-            return on_fake_device(function, args, kwargs)
+            return _fake_or_cpu(function, args, kwargs)
         return function(*args, **kwargs)
 
     def op_method(self, message, blobs):
@@ -191,7 +207,7 @@ class Session:
         if name not in ("__call__", "forward"):
             raise LookupError(f"method {name} is not callable from the judge")
         if message.get("fake"):
-            return on_fake_device(_module(target), args, kwargs)
+            return _fake_or_cpu(_module(target), args, kwargs)
         if "override" in message:  # the module run with some parameters replaced (the judge's finite differences)
             override = decode(message["override"], blobs)
             return torch.func.functional_call(_module(target), override, tuple(args), kwargs, strict=False)
@@ -221,14 +237,19 @@ class Session:
 
     def op_grads(self, message, blobs):
         """Forward, then backward of ``sum(output ** 2)``: the output and every parameter's gradient (by every
-        name it has), as tensors; the judge computes the gradients it expects itself."""
+        name it has), as tensors; the judge computes the gradients it expects itself. An error says which of the
+        two raised (``phase``); a forward that returns no tensor gets ``grads: None`` (nothing to differentiate)."""
         module = _module(self._object(message["handle"]))
         args, kwargs = self._arguments(message, blobs)
         module.zero_grad(set_to_none=True)
-        out = module(*args, **kwargs)
-        if isinstance(out, tuple):
+        with _phase("forward"):
+            out = module(*args, **kwargs)
+        if isinstance(out, tuple) and out:
             out = out[0]
-        out.float().pow(2).sum().backward()  # squared: a plain sum can cancel a softmax's gradient
+        if not isinstance(out, torch.Tensor):
+            return {"output": out, "grads": None}
+        with _phase("backward"):
+            out.float().pow(2).sum().backward()  # squared: a plain sum can cancel a softmax's gradient
         grads = {name: None if p.grad is None else p.grad.detach()
                  for name, p in module.named_parameters(remove_duplicate=False)}
         return {"output": out.detach(), "grads": grads}
@@ -275,6 +296,10 @@ class Session:
         except ImportFailed as failure:
             reply = {"error": dict(failure.record, type="ImportFailed", cause=failure.record["type"],
                                    module=failure.module)}
+        except InPhase as failure:
+            reply = {"error": dict(self.error_record(failure.error), phase=failure.phase)}
+        except FakeFailed as failure:
+            reply = {"error": self.fake_record(failure)}
         except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
             reply = {"error": self.error_record(error)}
         if self.forbidden_hits and message.get("op") not in NOTEBOOK_OPS:  # the notebook may use any library
@@ -300,6 +325,50 @@ def _module(value):
     if not isinstance(value, torch.nn.Module):
         raise TypeError(f"{type(value).__name__[:100]} is not an nn.Module")
     return value
+
+
+class InPhase(Exception):
+    """A student's error raised in one ``phase`` of a gradient request ("forward" or "backward")."""
+
+    def __init__(self, phase, error):
+        super().__init__(phase)
+        self.phase, self.error = phase, error
+
+
+@contextlib.contextmanager
+def _phase(phase):
+    """Tag what the block raises with ``phase`` (an import failure stays what it is: the judge names the file)."""
+    try:
+        yield
+    except ImportFailed:
+        raise
+    except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
+        raise InPhase(phase, error) from None
+
+
+class FakeFailed(Exception):
+    """A call that raised ``error`` on the fake device; ``cpu_error`` is what the same call raised on the CPU (None:
+    it ran there)."""
+
+    def __init__(self, error, cpu_error):
+        super().__init__("failed on the fake device")
+        self.error, self.cpu_error = error, cpu_error
+
+
+def _fake_or_cpu(function, args, kwargs):
+    """:func:`on_fake_device`; when it raises, the same call again on the CPU (:mod:`.cpu_rerun`), from the same
+    random state, so the reply can say whether the device or the code is at fault (:class:`FakeFailed`)."""
+    try:
+        return on_fake_device(function, args, kwargs)
+    except ImportFailed:
+        raise
+    except BaseException as error:  # noqa: BLE001 - a student's SystemExit is an answer too
+        failed = error
+    seed_everything()
+    on_cpu = rerun_on_cpu(function, args, kwargs)
+    if isinstance(on_cpu, ImportFailed):  # a file imported only now: the judge names it, as for any call
+        raise on_cpu
+    raise FakeFailed(failed, on_cpu)
 
 
 def on_fake_device(function, args, kwargs):
