@@ -9,7 +9,10 @@ Submission code runs in this process and can rewrite anything here, so no
 operation reports a conclusion about the submission (a module's layers, whether
 it is fast): operations only run the student's code and send back what it
 returned, tensors included (parameters, buffers, gradients), for the judge to
-check against its own computations.
+check against its own computations. One report is the worker's word, asked for
+only where a forged answer buys nothing honest code cannot get for free: which
+arguments a call changed in place (``report_changes``; not writing to an input
+earns the same).
 """
 
 import builtins
