@@ -276,6 +276,14 @@ class RemoteObject:
             raise BadValue(f"{self._name}.forward", "no tensor, so there is no gradient to compute")
         return reply
 
+    def forward_reporting_changes(self, *args, device=None, **kwargs) -> tuple[object, tuple[str, ...]]:
+        """``(output, changed)``: the forward as :meth:`__call__` runs it, and the names of the arguments it
+        changed in place (see :func:`changes_result`)."""
+        label = f"{self._name}.forward"
+        reply = self._ask("method", label, method="__call__", args=list(args), kwargs=kwargs, device=device,
+                          report_changes=True)
+        return changes_result(reply, label, argument_names(args, kwargs))
+
 
 def fake_result(reply):
     """The value of a fake-device call, each tensor (a meta tensor: it has no values) marked with the
@@ -298,6 +306,33 @@ def fake_result(reply):
         return value
 
     return mark(reply.get("value"))
+
+
+def _no_handle(name, value):
+    """``value``, unless the worker answered a function call with an object kept in it (never data)."""
+    if isinstance(value, protocol.Handle):
+        kind = public_type([value.type], None)
+        raise BadValue(name, f"an object of type {kind}" if kind else "an object of a class of its own")
+    return value
+
+
+def argument_names(args, kwargs) -> tuple[str, ...]:
+    """How a report of changes names a call's arguments: ``arg0``, ``arg1``... by position, then each keyword by
+    its name (the worker's ``session.argument_names``, the same rule)."""
+    return tuple(f"arg{index}" for index in range(len(args))) + tuple(kwargs)
+
+
+def changes_result(reply, label, names) -> tuple[object, tuple[str, ...]]:
+    """``(value, changed)`` from a call made with ``report_changes``: the worker answers ``{"value": the result,
+    "changed": [argument names]}``. The list is the worker's word, checked as every reply field is: a list of
+    distinct names among ``names`` (the arguments the judge sent), else :class:`BadValue`. ``changed`` follows
+    the order of ``names``."""
+    changed = reply.get("changed") if isinstance(reply, dict) and set(reply) == {"value", "changed"} else None
+    if (not isinstance(changed, list) or len(changed) > len(names)
+            or not all(isinstance(name, str) and name in names for name in changed)
+            or len(set(changed)) != len(changed)):
+        raise BadValue(label, "no well-formed report of the arguments it changed")
+    return reply["value"], tuple(name for name in names if name in changed)
 
 
 class RemoteSubmission:
@@ -569,10 +604,16 @@ class RemoteSubmission:
     def call(self, name, *args, device=None, **kwargs):
         value = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
                                           "device": device})
-        if isinstance(value, protocol.Handle):
-            kind = public_type([value.type], None)
-            raise BadValue(name, f"an object of type {kind}" if kind else "an object of a class of its own")
-        return value
+        return _no_handle(name, value)
+
+    def call_reporting_changes(self, name: str, *args, device=None, **kwargs) -> tuple[object, tuple[str, ...]]:
+        """``(value, changed)``: ``name(*args, **kwargs)`` called as :meth:`call` does, and the names of the
+        arguments the call changed in place (``arg0``, ``arg1``... by position, keywords by name; empty when it
+        left every input as it was). The worker copies the arguments only for such a call."""
+        reply = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
+                                          "device": device, "report_changes": True})
+        value, changed = changes_result(reply, name, argument_names(args, kwargs))
+        return _no_handle(name, value), changed
 
     def new(self, name, *args, device=None, **kwargs):
         value = self.request(name, name, {"op": "new", "name": name, "args": list(args), "kwargs": kwargs,

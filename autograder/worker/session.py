@@ -9,7 +9,10 @@ Submission code runs in this process and can rewrite anything here, so no
 operation reports a conclusion about the submission (a module's layers, whether
 it is fast): operations only run the student's code and send back what it
 returned, tensors included (parameters, buffers, gradients), for the judge to
-check against its own computations.
+check against its own computations. One report is the worker's word, asked for
+only where a forged answer buys nothing honest code cannot get for free: which
+arguments a call changed in place (``report_changes``; not writing to an input
+earns the same).
 """
 
 import builtins
@@ -26,7 +29,7 @@ import torch
 
 from .contract import Contract
 from .cpu_rerun import rerun_on_cpu
-from .protocol import DTYPES, decode, encode
+from .protocol import DTYPES, MAX_DEPTH, MAX_NODES, decode, encode
 
 MESSAGE_LIMIT = 400
 NOTEBOOK_OPS = ("cell", "names", "nbcall")
@@ -198,7 +201,7 @@ class Session:
         args, kwargs = self._arguments(message, blobs)
         if message.get("fake"):
             return _fake_or_cpu(function, args, kwargs)
-        return function(*args, **kwargs)
+        return run_call(function, args, kwargs, message.get("report_changes") is True)
 
     def op_method(self, message, blobs):
         target = self._object(message["handle"])
@@ -211,7 +214,7 @@ class Session:
         if "override" in message:  # the module run with some parameters replaced (the judge's finite differences)
             override = decode(message["override"], blobs)
             return torch.func.functional_call(_module(target), override, tuple(args), kwargs, strict=False)
-        return getattr(target, name)(*args, **kwargs)
+        return run_call(getattr(target, name), args, kwargs, message.get("report_changes") is True)
 
     def op_attr(self, message, blobs):
         return getattr(self._object(message["handle"]), message["name"])
@@ -319,6 +322,84 @@ class Encoded:
 
     def __init__(self, values):
         self.values = values
+
+
+def run_call(function, args, kwargs, report_changes=False):
+    """``function(*args, **kwargs)``; with ``report_changes``, ``{"value": its result, "changed": the names of the
+    arguments it changed}`` (see :class:`ArgumentWatch`). Only when asked: the copies cost memory and time."""
+    if not report_changes:
+        return function(*args, **kwargs)
+    watch = ArgumentWatch(args, kwargs)
+    value = function(*args, **kwargs)
+    return {"value": value, "changed": watch.changed()}
+
+
+def argument_names(args, kwargs) -> list[str]:
+    """How a call's arguments are named in a report of changes: ``arg0``, ``arg1``... by position, then each
+    keyword by its name (the judge names them the same way)."""
+    return [f"arg{index}" for index in range(len(args))] + list(kwargs)
+
+
+class ArgumentWatch:
+    """A copy of every tensor among a call's arguments (nested in the lists, tuples and dicts they arrived in),
+    taken before the call, to tell afterwards which arguments the call changed in place.
+
+    A change is any difference the caller could see in its own tensor: a value (NaN equal to NaN: a NaN sent is
+    not a change), or the layout an in-place resize, transpose or restride leaves (shape, stride, offset, dtype,
+    device); or a container argument whose tensors are no longer the same objects (one appended or replaced).
+    """
+
+    def __init__(self, args, kwargs):
+        values = list(args) + list(kwargs.values())
+        self.kept = [(name, value, [(tensor, tensor.detach().clone(), _layout(tensor)) for tensor in _tensors(value)])
+                     for name, value in zip(argument_names(args, kwargs), values)]
+
+    def changed(self) -> list[str]:
+        """The names of the arguments that differ from their copies, in the call's order."""
+        return [name for name, value, copies in self.kept if not _unchanged(value, copies)]
+
+
+def _tensors(value):
+    """Every tensor in ``value``, in order, and a final ``None`` where the walk stopped at the protocol's bounds
+    (a list a call made contain itself, twice, would take forever): never a tensor, so that argument reads as
+    changed. Arguments as decoded are within those bounds."""
+    found, stack, steps = [], [iter((value,))], 0
+    while stack:
+        item = next(stack[-1], stack)  # the stack itself marks an exhausted level: it is in no argument
+        if item is stack:
+            stack.pop()
+            continue
+        steps += 1
+        if steps > MAX_NODES or len(stack) > MAX_DEPTH + 1:
+            found.append(None)
+            break
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (list, tuple)):
+            stack.append(iter(item))
+        elif isinstance(item, dict):
+            stack.append(iter(item.values()))
+    return found
+
+
+def _layout(tensor):
+    return tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset(), tensor.device
+
+
+def _unchanged(value, copies):
+    now = _tensors(value)
+    if len(now) != len(copies) or any(tensor is not kept for tensor, (kept, _, _) in zip(now, copies)):
+        return False
+    return all(_layout(tensor) == layout and _same_values(copy, tensor) for tensor, copy, layout in copies)
+
+
+def _same_values(before, after):
+    """Exact equality with NaN equal to NaN (``torch.equal`` calls two NaNs different); a meta tensor has no
+    values to compare."""
+    if after.device.type == "meta":
+        return True
+    before, after = before.detach(), after.detach()
+    return bool(torch.eq(before, after).logical_or_(before.isnan().logical_and_(after.isnan())).all())
 
 
 def _module(value):
