@@ -1,4 +1,4 @@
-"""Hidden tests across files: order blindness, position awareness, devices."""
+"""Hidden tests across files: order blindness, position awareness, devices, inputs left unchanged."""
 
 import contextlib
 
@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from autograder.remote import StudentError
-from autograder.rubric import NotChecked
-from autograder.rubric import graded
+from autograder.rubric import NotChecked, graded
 from .support import MODULE_PARTS, close, first, needs, pair, randn, tensor
 from autograder.worker.protocol import device_of
 
@@ -48,13 +47,14 @@ def test_positional_encoding_breaks_the_symmetry(student):
 def test_attention_runs_on_any_device(student):
     """Attention works on the input's device"""
     q = torch.empty(2, 2, 3, 4, device="meta")
-    with first(student, "scaled_dot_product_attention"), on_the_cpu_too(student, "sdpa-mask"):
+    # The gates first (inner): a part that fails on its own is charged to itself, not to the mask or the shapes.
+    with on_the_cpu_too(student, "sdpa-mask"), first(student, "scaled_dot_product_attention"):
         out, weights = pair(student.on_fake_device("scaled_dot_product_attention", q, q, q,
                                                    mask=torch.empty(3, 3, dtype=torch.bool, device="meta")))
     assert device_of(out) == device_of(weights) == "meta", "moved off the input's device"
     x, causal = torch.empty(2, 5, 8, device="meta"), torch.empty(5, 5, dtype=torch.bool, device="meta")
     for mask, topic in ((None, "mha-shapes"), (causal, "mha-mask")):  # each path may create tensors
-        with first(student, *MODULE), on_the_cpu_too(student, topic):
+        with on_the_cpu_too(student, topic), first(student, *MODULE):
             out, weights = pair(student.MultiHeadAttention(8, 2).on_fake_device(x, mask=mask, return_weights=True))
         assert device_of(out) == device_of(weights) == "meta", "moved off the module's device"
 
@@ -90,3 +90,24 @@ def test_gpu_matches_cpu(student):
     table_cpu = tensor(encode(torch.zeros(1, 200, 32)), (1, 200, 32))
     encode.to("cuda")
     close(encode(torch.zeros(1, 200, 32), device="cuda"), table_cpu, atol=1e-4)
+
+
+@graded(2, "Every function and forward leaves its input tensors unchanged: compute new tensors (x + pe, q * scale, "
+           "scores.masked_fill) instead of changing the caller's in place (x += pe, q /= ..., masked_fill_).",
+        topic="inputs-unchanged")
+def test_inputs_are_left_unchanged(student):
+    """Inputs are left unchanged"""
+    x, q = randn(2, 5, 8, seed=46), randn(2, 2, 5, 4, seed=47)
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    calls = (  # (gates, the call): each call's own gates, so a broken part is charged to itself
+        (ENCODING, lambda: student.PositionalEncoding(8, max_seq_len=10).forward_reporting_changes(x)),
+        (("split_heads",), lambda: student.call_reporting_changes("split_heads", x, 2)),
+        (("combine_heads",), lambda: student.call_reporting_changes("combine_heads", q)),
+        (("scaled_dot_product_attention",),
+         lambda: student.call_reporting_changes("scaled_dot_product_attention", q, q * 2, q * 3, mask=causal)),
+        (MODULE, lambda: student.MultiHeadAttention(8, 2).forward_reporting_changes(x, mask=causal)),
+    )
+    for gates, call in calls:
+        with first(student, *gates):
+            _, changed = call()
+        assert not changed, f"changed its input in place: {', '.join(changed)}"
