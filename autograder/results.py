@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 
 from . import seal as seals
 from .errors import KitError
+from .sandbox import ISOLATED
 
 # "pending": a written answer not graded yet (0 points so far); "skipped": not run on this machine and counted
 # nowhere (0 of 0).
@@ -161,6 +162,10 @@ class SubmissionResult:
     grader_failures: tuple[GraderFailure, ...] = ()
     notebook: NotebookSummary | None = None  # None when the notebook was not graded (``--skip-notebook``)
     notices: tuple[str, ...] = ()  # for the student, in the judge's words: shown at the top of the feedback
+    # What intake could not use, as values: ``{module, "folder" or "notebook": why}``, "missing" when it is simply
+    # not there (the notes name only refusals; who needs a human reads this).
+    intake_problems: dict[str, str] = field(default_factory=dict)
+    tries: int = 1  # times this run graded the student: more than one after a grader failure (retried, or a judge died)
 
     @property
     def score(self) -> float:
@@ -169,6 +174,11 @@ class SubmissionResult:
     @property
     def max_score(self) -> float:
         return round(sum(test.max_score for test in self.tests), 6)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the student's code ran in a sandbox that isolates it (not ``--sandbox none``)."""
+        return self.sandbox in ISOLATED
 
     @property
     def unfinished(self) -> GraderFailure | None:
@@ -196,6 +206,8 @@ class SubmissionResult:
             "extra_data": dict(extra, student=self.student, max_score=self.max_score, sandbox=self.sandbox,
                                fingerprint=self.fingerprint, notes=list(self.notes),
                                **({"notices": list(self.notices)} if self.notices else {}),
+                               **({"intake_problems": dict(self.intake_problems)} if self.intake_problems else {}),
+                               **({"tries": self.tries} if self.tries != 1 else {}),
                                grader_failures=[failure.to_json() for failure in self.grader_failures]),
         }
 
@@ -219,6 +231,8 @@ class SubmissionResult:
             notes=tuple(str(note) for note in extra.pop("notes", [])),
             notices=tuple(str(notice) for notice in extra.pop("notices", [])),
             grader_failures=tuple(GraderFailure.from_json(item) for item in extra.pop("grader_failures", [])),
+            intake_problems={str(what): str(why) for what, why in (extra.pop("intake_problems", None) or {}).items()},
+            tries=int(extra.pop("tries", 1)),
             notebook=notebook,
             extra=extra,
         )
@@ -280,7 +294,7 @@ def load_record(path: str | os.PathLike) -> tuple[SubmissionResult | None, str]:
         return None, FORGED
     if not seals.is_sealed(data):
         return result, FORGED
-    if result.sandbox not in ("bwrap", "uid"):
+    if not result.isolated:
         return result, UNISOLATED
     return result, ""
 
