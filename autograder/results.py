@@ -39,6 +39,9 @@ FailureKind = Literal[
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 # The kinds after which this student's grading did not finish: the result holds no tests.
 UNFINISHED: tuple[FailureKind, ...] = ("no_worker", "machine_busy", "grader_error", "judge_stopped", "result_lost")
+# What a pending written answer is called on Gradescope, which knows only passed and failed: said in its name, so the
+# list of tests shows it without opening it.
+PENDING_NAME = " (pending: graded by your instructor)"
 
 
 @dataclass(frozen=True)
@@ -122,13 +125,19 @@ class TestResult:
             "output": self.output,
             "visibility": self.visibility,
             "tags": [self.group],
-            "extra_data": {"id": self.id, **({"pending": True} if self.status == "pending" else {}),
-                           **({"blocked_by": self.blocked_by, "charged_to": self.charged_to} if self.blocked_by
-                              else {})},
+            "extra_data": {"id": self.id, **({"blocked_by": self.blocked_by, "charged_to": self.charged_to}
+                                             if self.blocked_by else {})},
         }
         if not self.counted:  # Gradescope knows only passed and failed; a 0/0 test without a status is neutral
             del record["status"]
             record["extra_data"]["counted"] = False
+        if self.status == "pending":
+            # Gradescope decides a test without a status from its points, so 0 of 2 would show as a red failure:
+            # a written answer nobody has graded yet is 0 of 0 there, named as pending, and its real maximum
+            # rides in extra_data (the record's own maximum is unchanged: from_json puts it back).
+            del record["status"]
+            record.update(name=self.name + PENDING_NAME, max_score=0)
+            record["extra_data"].update(pending=True, max_score=self.max_score)
         return record
 
     @classmethod
@@ -136,10 +145,12 @@ class TestResult:
         tags = data.get("tags") or ["other"]
         extra = data.get("extra_data") or {}
         status = "skipped" if extra.get("counted") is False else str(data.get("status", "failed"))
-        status = "pending" if extra.get("pending") else status
+        name, top = str(data["name"]), data["max_score"]
+        if extra.get("pending"):  # as to_json wrote it for Gradescope (records before it kept name and maximum)
+            status, name, top = "pending", name.removesuffix(PENDING_NAME), extra.get("max_score", top)
         return cls(
-            name=str(data["name"]), group=str(tags[0]), score=float(data["score"]),
-            max_score=float(data["max_score"]), status=status,
+            name=name, group=str(tags[0]), score=float(data["score"]),
+            max_score=float(top), status=status,
             output=str(data.get("output", "")), visibility=str(data.get("visibility", "visible")),
             id=str(extra.get("id", "")), blocked_by=str(extra.get("blocked_by", "")),
             charged_to=str(extra.get("charged_to", "")),
