@@ -190,7 +190,8 @@ def test_the_summary_says_a_reason_everyone_shares_once_and_escapes_ids():
     loose = [record(name, sandbox="none") for name in ("a", "b", "c")]
     lines = triage.summary([*loose, record("\x1b[31mred", sandbox="none", tries=2)])
     assert lines[0] == f"every student: {triage.LABELS['unisolated']}"
-    assert lines[1:] == ["needs a look: 1 of 4 student(s)", "  \\x1b[31mred: graded again after a grader failure: 2 tries"]
+    assert lines[1:] == ["needs a look: 1 of 4 student(s)",
+                         "  \\x1b[31mred: graded again after a grader failure: 2 tries"]
     many = triage.summary([record("fine"), *(record(f"s{index}", tries=2) for index in range(3))], limit=2)
     assert many == ["needs a look: 3 of 4 student(s)", *(f"  s{index}: graded again after a grader failure: 2 tries"
                                                          for index in range(2)), "  ... and 1 more: see report.md"]

@@ -76,7 +76,8 @@ def render(results: list[SubmissionResult], figures: list[str]) -> str:
         lines += ["", "## Grader notes", ""]
         for result in noted:
             shown = "; ".join(markdown(note[:200]) for note in result.notes[:NOTES_SHOWN])
-            more = f" (and {len(result.notes) - NOTES_SHOWN} more in its record)" if len(result.notes) > NOTES_SHOWN else ""
+            hidden = len(result.notes) - NOTES_SHOWN
+            more = f" (and {hidden} more in its record)" if hidden > 0 else ""
             lines.append(f"- **{markdown(result.student)}**: {shown}{more}")
     return "\n".join(lines) + "\n"
 
