@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -62,6 +63,7 @@ class _Prepared:
     failure: GraderFailure | None = None  # no worker could be started
     intake: Any = None  # with the notebook, when it is graded
     notebook_launch: Any = None
+    seconds: float = 0.0  # wall time spent preparing it (its worker then starts while another student is graded)
 
 
 def _grader_error(error: BaseException) -> str:
@@ -78,6 +80,7 @@ def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebo
     The worker runs no student code before its first request, and no request before the previous worker is
     confirmed gone (a forked worker's kill runs while the result is written and the next student prepared).
     """
+    started = time.monotonic()
     prepared = _Prepared(task, scratch=Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
     try:
         intake = submissions.read_submission(task.folder, factory.contract, notebook)
@@ -90,13 +93,22 @@ def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebo
         prepared.worker = prepared.launch()
     except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
         prepared.failure = GraderFailure("no_worker", f"{NO_WORKER}: {_grader_error(error)}")
+    prepared.seconds = time.monotonic() - started
     return prepared
 
 
 def grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: str | Path | None = None
                    ) -> SubmissionResult:
     """Grade a prepared task with ``judge`` (its notebook too, when it was read); any grader-side exception
-    becomes a failed result (never raised)."""
+    becomes a failed result (never raised). Its ``execution_time`` is the wall time of the whole student: the
+    preparation, the code and the notebook (the judge alone times only the code)."""
+    started = time.monotonic()
+    result = _grade_prepared(prepared, sandbox, judge, out_dir)
+    return replace(result, execution_time=prepared.seconds + time.monotonic() - started)
+
+
+def _grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: str | Path | None
+                    ) -> SubmissionResult:
     task = prepared.task
     try:
         if prepared.failure is not None:
@@ -158,7 +170,8 @@ def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
                     retried = grade_prepared(prepare(current.task, factory, scratch_root, notebook), sandbox, judge,
                                              out_dir)
                     result = replace(retried, notes=retried.notes + (
-                        f"graded again (try {attempt + 2}) after a grader failure",))
+                        f"graded again (try {attempt + 2}) after a grader failure",), tries=attempt + 2,
+                        execution_time=result.execution_time + retried.execution_time)
                 if needs_retry(result):
                     result = replace(result, notes=result.notes + (
                         "still needs grading: the machine could not grade this student; no test was charged",))

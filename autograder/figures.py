@@ -48,9 +48,10 @@ def score_histogram(scores: list[float], max_score: float, path: str | Path) -> 
     return path
 
 
-def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path) -> Path:
+def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path, note: str = "") -> Path:
     """Horizontal bars, hardest first: the fraction of students passing each test, ``rates = [(name, group,
-    fraction)]``; each bar coloured by its part, with a legend, every name in full (wrapped) and its percentage."""
+    fraction)]``; each bar coloured by its part, with a legend, every name in full (wrapped) and its percentage;
+    ``note`` under the title (what the chart leaves out, such as written answers still pending)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ordered = sorted(rates, key=lambda item: (item[2], item[0]))  # by difficulty, ties by name
@@ -68,7 +69,7 @@ def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path) -> Pa
     ax.set_xlim(0, 1.1)
     ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
     ax.set_xlabel("students passing")
-    ax.set_title("Pass rate per test, hardest first")
+    ax.set_title("Pass rate per test, hardest first" + (f"\n({note})" if note else ""))
     ax.legend(handles=[mpatches.Patch(color=colors(index % 10), label=group.replace("_", " "))
                        for index, group in enumerate(groups)], title="part", loc="upper left",
               bbox_to_anchor=(1.01, 1.0), fontsize=8)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from . import nbgrader_record
+from . import nbgrader_record, triage
 from .assignment import Assignment, resolve
 from .errors import KitError
 from .reports import write_reports
@@ -101,5 +101,6 @@ def export_final_gradebook(out_dir: str | Path, emit: Callable[[str], None] | No
     write_atomic(path, buffer.getvalue())
     if emit:
         emit(f"final gradebook: {path}; feedback regenerated for {len(results)} student(s)")
+        emit(triage.manual_line(triage.manual_work(results)))  # the written answers formgrader still holds
     return path
 

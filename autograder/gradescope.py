@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -92,6 +93,7 @@ def run(root: str | Path, emit: Callable[[str], None] = print, sandbox_mode: str
     Isolation is required (bubblewrap, or the confined mode where Gradescope's container refuses user
     namespaces): without it this fails loudly instead of grading unisolated.
     """
+    started = time.monotonic()
     root = Path(root)
     submission = root / "submission"
     if not submission.is_dir():
@@ -113,7 +115,11 @@ def run(root: str | Path, emit: Callable[[str], None] = print, sandbox_mode: str
         if intake.notes():
             results = [replace(results[0], notes=results[0].notes + tuple(intake.notes()),
                                output="\n".join(filter(None, [results[0].output, *intake.notes()])))]
-    result = results[0]
+    # What intake refused was staged as absent: the record names the refusal, not "missing". The submission is the
+    # whole run here, so its time is the run's (start-up included), as Gradescope shows it.
+    refused = {what: why for what, why in intake.problems.items() if why != "missing"}
+    result = replace(results[0], intake_problems={**results[0].intake_problems, **refused},
+                     execution_time=time.monotonic() - started)
     save(result, root / "results" / "results.json")
     emit(f"results.json: {result.score:g} / {result.max_score:g}")
     return result

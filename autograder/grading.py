@@ -18,6 +18,7 @@ from pathlib import Path
 from . import assignment as assignments
 from . import nbgrader_record
 from . import seal
+from . import triage
 from .assignment import Assignment
 from .dispatch import judge_loop
 from .errors import KitError
@@ -95,4 +96,6 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     write_reports(class_results, out_dir)
     emit(f"graded {len(graded)} submission(s) in {time.monotonic() - started:.1f} s "
          f"(sandbox: {sandbox.mode}); results in {out_dir}")
+    for line in triage.summary(class_results):  # whom to look at, and the written answers left to grade
+        emit(line)
     return class_results

@@ -171,6 +171,7 @@ class Judge:
             sandbox=sandbox.mode, fingerprint=fingerprint, notes=tuple(notes), extra=extra,
             grader_failures=tuple(failures[:MAX_NOTES]),
             notices=tuple(bounded(text, NOTE_LIMIT * 2) for text in notices),
+            intake_problems={what: bounded(why, NOTE_LIMIT) for what, why in problems.items()},
         )
 
 

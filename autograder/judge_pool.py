@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import results as records
@@ -143,6 +143,8 @@ class JudgePool:
             except (OSError, ValueError, KeyError):
                 result = failed_result(task, self.sandbox,
                                        GraderFailure("result_lost", "its result could not be read back"))
+            if self.deaths.get(task.student):  # a judge died holding it first: the record says it was graded again
+                result = save_result(replace(result, tries=result.tries + self.deaths[task.student]), self.out_dir)
             self.on_done(result)
         self._feed(child)
 

@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from . import nbgrader_record
+from . import nbgrader_record, triage
 from .assignment import Assignment, resolve
 from .errors import KitError
 from .planning import SHARD_FILE, result_path
@@ -79,6 +79,8 @@ def merge(folders: list[str | Path], out_dir: str | Path, emit: Callable[[str], 
             nbgrader_record.copy_manual(nbgrader_record.course_dir(folder), course, ids, lesson)
     write_reports(results, out_dir)
     emit(f"merged {count} shards, {len(results)} students, into {out_dir}")
+    for line in triage.summary(results):  # the whole class's, as one grade run would end
+        emit(line)
     return results
 
 

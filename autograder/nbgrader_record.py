@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .assignment import Assignment
 from .results import SubmissionResult, write_atomic
+from .triage import printable
 
 COURSE = "nbgrader"
 CONFIG = """\
@@ -53,6 +54,18 @@ def _config(lesson):
 def _notebook_id(lesson):
     """nbgrader's name for the notebook: its file name without ``.ipynb``."""
     return lesson.notebook.removesuffix(".ipynb")
+
+
+# Characters formgrader's grading page would read as HTML: its template prints a student's names unescaped.
+_HTML_SPECIAL = str.maketrans({"<": "\uff1c", ">": "\uff1e", "&": "\uff06", '"': "\uff02", "'": "\uff07"})
+
+
+def student_names(student: str, nbid: str) -> dict[str, str]:
+    """nbgrader's ``last_name`` and ``first_name`` for a student: the real id, then the course's id for it, so
+    formgrader's "Show All Names" (which shows "last, first") reads ``Müller Anna, M_C3_BCller_20Anna``. The id is
+    written as it is except for HTML's five special characters, shown as their full-width look-alikes
+    (formgrader's grading page prints names unescaped); ``ids.csv`` keeps the exact id."""
+    return {"last_name": printable(student).translate(_HTML_SPECIAL), "first_name": nbid}
 
 
 def course_dir(out_dir: str | Path) -> Path:
@@ -156,7 +169,7 @@ def record(course: str | Path, results: list[SubmissionResult], lesson: Assignme
         warnings.filterwarnings("ignore", message=".*not in session")  # nbgrader's add_submission, harmless
         for result in graded:
             nbid = result.notebook.id
-            gradebook.update_or_create_student(nbid)
+            gradebook.update_or_create_student(nbid, **student_names(result.student, nbid))
             try:
                 gradebook.find_submission(lesson.id, nbid)
             except MissingEntry:

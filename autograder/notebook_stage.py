@@ -513,6 +513,7 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson):
                               seconds=round(time.monotonic() - started, 3), reason=outcome.reason or "",
                               output=bounded(remote.output_text(), 16 << 10))
     notes = [bounded(note, 300) for note in notes][:10]
+    unusable = {"notebook": bounded(problem, 300)} if intake.notebook is None else {}  # as a value, for triage
     return replace(result, tests=result.tests + tuple(outcome.tests), notebook=summary,
-                   notes=result.notes + tuple(notes),
+                   notes=result.notes + tuple(notes), intake_problems={**result.intake_problems, **unusable},
                    output="\n".join(filter(None, [result.output, *notes])))

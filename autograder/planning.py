@@ -97,8 +97,8 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
          notebook: bool = True, emit: Callable[[str], None] | None = None
          ) -> tuple[list[Task], list[records.SubmissionResult]]:
     """``(tasks, kept)``: a Task per student to grade, and the results ``--resume`` keeps: those whose
-    fingerprint, of the submission and what decides its grade, is unchanged since they were written, and whose
-    record is a grade of record (sealed by this grader, graded in isolation; anything else is regraded, and
+    fingerprint, of the submission and what decides its grade, is unchanged since they were written, whose
+    grading finished, and whose record is a grade of record (sealed by this grader, graded in isolation; anything else is regraded, and
     ``emit`` says whose)."""
     grader = submissions.grader_fingerprint(assignment.grading_inputs())
     notebook = notebook and assignment.notebook is not None
@@ -114,7 +114,8 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
             previous, problem = records.load_record(path)
             if problem:
                 distrusted.append(student)
-            elif previous is not None and previous.fingerprint == task.fingerprint:
+            # A record whose grading did not finish (the machine too busy, no worker) is no grade: graded again.
+            elif previous is not None and previous.fingerprint == task.fingerprint and previous.unfinished is None:
                 kept.append(previous)
                 continue
         tasks.append(task)

@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 
 from . import seal as seals
 from .errors import KitError
+from .sandbox import ISOLATED
 
 # "pending": a written answer not graded yet (0 points so far); "skipped": not run on this machine and counted
 # nowhere (0 of 0).
@@ -38,6 +39,9 @@ FailureKind = Literal[
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 # The kinds after which this student's grading did not finish: the result holds no tests.
 UNFINISHED: tuple[FailureKind, ...] = ("no_worker", "machine_busy", "grader_error", "judge_stopped", "result_lost")
+# What a pending written answer is called on Gradescope, which knows only passed and failed: said in its name, so the
+# list of tests shows it without opening it.
+PENDING_NAME = " (pending: graded by your instructor)"
 
 
 @dataclass(frozen=True)
@@ -121,13 +125,19 @@ class TestResult:
             "output": self.output,
             "visibility": self.visibility,
             "tags": [self.group],
-            "extra_data": {"id": self.id, **({"pending": True} if self.status == "pending" else {}),
-                           **({"blocked_by": self.blocked_by, "charged_to": self.charged_to} if self.blocked_by
-                              else {})},
+            "extra_data": {"id": self.id, **({"blocked_by": self.blocked_by, "charged_to": self.charged_to}
+                                             if self.blocked_by else {})},
         }
         if not self.counted:  # Gradescope knows only passed and failed; a 0/0 test without a status is neutral
             del record["status"]
             record["extra_data"]["counted"] = False
+        if self.status == "pending":
+            # Gradescope decides a test without a status from its points, so 0 of 2 would show as a red failure:
+            # a written answer nobody has graded yet is 0 of 0 there, named as pending, and its real maximum
+            # rides in extra_data (the record's own maximum is unchanged: from_json puts it back).
+            del record["status"]
+            record.update(name=self.name + PENDING_NAME, max_score=0)
+            record["extra_data"].update(pending=True, max_score=self.max_score)
         return record
 
     @classmethod
@@ -135,10 +145,12 @@ class TestResult:
         tags = data.get("tags") or ["other"]
         extra = data.get("extra_data") or {}
         status = "skipped" if extra.get("counted") is False else str(data.get("status", "failed"))
-        status = "pending" if extra.get("pending") else status
+        name, top = str(data["name"]), data["max_score"]
+        if extra.get("pending"):  # as to_json wrote it for Gradescope (records before it kept name and maximum)
+            status, name, top = "pending", name.removesuffix(PENDING_NAME), extra.get("max_score", top)
         return cls(
-            name=str(data["name"]), group=str(tags[0]), score=float(data["score"]),
-            max_score=float(data["max_score"]), status=status,
+            name=name, group=str(tags[0]), score=float(data["score"]),
+            max_score=float(top), status=status,
             output=str(data.get("output", "")), visibility=str(data.get("visibility", "visible")),
             id=str(extra.get("id", "")), blocked_by=str(extra.get("blocked_by", "")),
             charged_to=str(extra.get("charged_to", "")),
@@ -161,6 +173,10 @@ class SubmissionResult:
     grader_failures: tuple[GraderFailure, ...] = ()
     notebook: NotebookSummary | None = None  # None when the notebook was not graded (``--skip-notebook``)
     notices: tuple[str, ...] = ()  # for the student, in the judge's words: shown at the top of the feedback
+    # What intake could not use, as values: ``{module, "folder" or "notebook": why}``, "missing" when it is simply
+    # not there (the notes name only refusals; who needs a human reads this).
+    intake_problems: dict[str, str] = field(default_factory=dict)
+    tries: int = 1  # times this run graded the student: more than one after a grader failure (retried, or a judge died)
 
     @property
     def score(self) -> float:
@@ -169,6 +185,11 @@ class SubmissionResult:
     @property
     def max_score(self) -> float:
         return round(sum(test.max_score for test in self.tests), 6)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the student's code ran in a sandbox that isolates it (not ``--sandbox none``)."""
+        return self.sandbox in ISOLATED
 
     @property
     def unfinished(self) -> GraderFailure | None:
@@ -196,6 +217,8 @@ class SubmissionResult:
             "extra_data": dict(extra, student=self.student, max_score=self.max_score, sandbox=self.sandbox,
                                fingerprint=self.fingerprint, notes=list(self.notes),
                                **({"notices": list(self.notices)} if self.notices else {}),
+                               **({"intake_problems": dict(self.intake_problems)} if self.intake_problems else {}),
+                               **({"tries": self.tries} if self.tries != 1 else {}),
                                grader_failures=[failure.to_json() for failure in self.grader_failures]),
         }
 
@@ -219,6 +242,8 @@ class SubmissionResult:
             notes=tuple(str(note) for note in extra.pop("notes", [])),
             notices=tuple(str(notice) for notice in extra.pop("notices", [])),
             grader_failures=tuple(GraderFailure.from_json(item) for item in extra.pop("grader_failures", [])),
+            intake_problems={str(what): str(why) for what, why in (extra.pop("intake_problems", None) or {}).items()},
+            tries=int(extra.pop("tries", 1)),
             notebook=notebook,
             extra=extra,
         )
@@ -280,7 +305,7 @@ def load_record(path: str | os.PathLike) -> tuple[SubmissionResult | None, str]:
         return None, FORGED
     if not seals.is_sealed(data):
         return result, FORGED
-    if result.sandbox not in ("bwrap", "uid"):
+    if not result.isolated:
         return result, UNISOLATED
     return result, ""
 

@@ -433,19 +433,25 @@ def test_the_device_rules_agree_with_pytorchs_fake_tensors():
 
 
 def test_the_class_report_lists_every_student_who_needs_a_look():
-    """A note of any kind (refused files, a crash, the sandbox off) or no usable notebook: listed, id escaped."""
+    """Refused files, a notebook that earned nothing (the records' typed fields): listed under "Needs a look", id
+    escaped; a note alone (a crash of the student's own code) is shown under "Grader notes"."""
     from autograder.reports import class_report
 
     fine = SubmissionResult("fine", (TestResult("a", "heads", 2, 2, "passed"),))
-    noted = SubmissionResult("<b>noted</b>", (TestResult("a", "heads", 0, 2, "failed"),),
-                             notes=("heads.py was not used: it is a symbolic link",))
+    refused = SubmissionResult("<b>noted</b>", (TestResult("a", "heads", 0, 2, "failed"),),
+                               notes=("heads.py was not used: it is a symbolic link",),
+                               intake_problems={"heads": "it is a symbolic link (links are not followed)"})
     no_notebook = SubmissionResult("quiet", (TestResult("a", "heads", 2, 2, "passed"),),
                                    notebook=NotebookSummary("quiet", reason="no check_your_understanding.ipynb in the "
                                                                              "submission"))
-    text = class_report.render([fine, noted, no_notebook], ["h.png", "p.png"]).split("## Needs a look", 1)[1]
+    crashed = SubmissionResult("crashy", (TestResult("a", "heads", 0, 2, "failed"),),
+                               notes=("the worker crashed during heads.split_heads",))
+    report = class_report.render([fine, refused, no_notebook, crashed], ["h.png", "p.png"])
+    text = report.split("## Needs a look", 1)[1].split("![", 1)[0]
     assert "&lt;b&gt;noted&lt;/b&gt;" in text and "symbolic link" in text
     assert "**quiet**" in text and "no check\\_your\\_understanding" in text
-    assert "fine" not in text
+    assert "fine" not in text and "crashy" not in text
+    assert "**crashy**: the worker crashed" in report.split("## Grader notes", 1)[1]
 
 
 def test_a_check_a_broken_part_blocks_fails_charged_to_that_part_and_the_feedback_says_fix_it_first():

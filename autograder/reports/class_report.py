@@ -1,4 +1,6 @@
-"""``report.md`` for the instructor: score distribution, pass rate per test, students who need a look."""
+"""``report.md`` for the instructor: who needs a look and the manual work left (both from :mod:`autograder.triage`,
+as the console says them), the score distribution, the pass rate per check hardest first, and the written answers
+as graded / pending."""
 
 from __future__ import annotations
 
@@ -7,20 +9,45 @@ from pathlib import Path
 
 from ..figures import pass_rate_chart, score_histogram
 from ..results import SubmissionResult, write_atomic
+from ..triage import WRITTEN, manual_line, manual_work, needs_a_look
 from .escape import markdown
+
+NOTES_SHOWN = 5  # per student in "Grader notes"; the record holds them all
 
 
 def pass_rates(results: list[SubmissionResult]) -> list[tuple[str, str, float]]:
-    """``[(test name, group, fraction of students who passed it)]`` in rubric order."""
+    """``[(test name, group, fraction of students who passed it)]``, hardest first (ties by name), as the chart
+    draws them. Written answers have no pass rate: graded by hand, most are pending for a while, and a pending
+    answer is neither passed nor failed (:func:`written_answers` counts them)."""
     counts = {}
     for result in results:
-        for test in (test for test in result.tests if test.counted):  # a check not run here has no pass rate
+        for test in result.tests:
+            if not test.counted or test.group == WRITTEN:  # a check not run here has no pass rate either
+                continue
             passed, total, group = counts.get(test.name, (0, 0, test.group))
             counts[test.name] = (passed + (test.status == "passed"), total + 1, group)
-    return [(name, group, passed / total) for name, (passed, total, group) in counts.items()]
+    rates = [(name, group, passed / total) for name, (passed, total, group) in counts.items()]
+    return sorted(rates, key=lambda item: (item[2], item[0]))
+
+
+def written_answers(results: list[SubmissionResult]) -> list[tuple[str, int, int, float | None]]:
+    """``[(answer, graded, pending, mean score of the graded or None)]`` in notebook order. Graded counts every
+    answer with a score (given in formgrader, or 0 for one left as released)."""
+    answers: dict[str, tuple[list[float], int]] = {}
+    for result in results:
+        for test in result.tests:
+            if test.group == WRITTEN:
+                scores, pending = answers.setdefault(test.name, ([], 0))
+                if test.status == "pending":
+                    answers[test.name] = (scores, pending + 1)
+                else:
+                    scores.append(test.score)
+    return [(name, len(scores), pending, statistics.mean(scores) if scores else None)
+            for name, (scores, pending) in answers.items()]
 
 
 def render(results: list[SubmissionResult], figures: list[str]) -> str:
+    """The report's Markdown (a pure function of the records); ``figures``: the histogram's and the chart's paths."""
     scores = [result.score for result in results]
     top = max((result.max_score for result in results), default=0)
     lines = ["# Class report", "", f"{len(results)} students, maximum score {top:g}.", ""]
@@ -28,22 +55,31 @@ def render(results: list[SubmissionResult], figures: list[str]) -> str:
         lines += [f"Mean {statistics.mean(scores):.1f}, median {statistics.median(scores):g}, "
                   f"full marks: {sum(score == top for score in scores)}, zero: {sum(score == 0 for score in scores)}.",
                   ""]
-    lines += [f"![score histogram]({figures[0]})", "", f"![pass rate per test]({figures[1]})", "",
-              "## Pass rate per test", "", "| test | part | passed |", "| --- | --- | --- |"]
+    written = written_answers(results)
+    if written:
+        lines += [manual_line(manual_work(results)), ""]
+    lines += ["## Needs a look", ""]
+    flagged = needs_a_look(results)
+    lines += [f"- **{markdown(item.student)}**: {markdown(item.why())}" for item in flagged] or ["Nobody."]
+    lines += ["", f"![score histogram]({figures[0]})", "", f"![pass rate per test]({figures[1]})", "",
+              "## Pass rate per test, hardest first", "", "| test | part | passed |", "| --- | --- | --- |"]
     for name, group, rate in pass_rates(results):
-        lines.append(f"| {name} | {group} | {rate:.0%} |")
-    flagged = [result for result in results if result.notes or _notebook_reason(result)]
-    if flagged:
-        lines += ["", "## Needs a look", ""]
-        for result in flagged:
-            reason = _notebook_reason(result)
-            lines.append(f"- **{markdown(result.student)}**: " + "; ".join(markdown(note[:200]) for note in (
-                *result.notes, *([f"notebook: {reason}"] if reason else []))))
+        lines.append(f"| {markdown(name)} | {markdown(group)} | {rate:.0%} |")
+    if written:
+        lines += ["", "## Written answers", "", "Graded by hand in formgrader: no pass rate until every answer is "
+                  "graded. An answer left as released, or missing, scores 0 and counts as graded.", "",
+                  "| answer | graded | pending | mean of graded |", "| --- | --- | --- | --- |"]
+        for name, graded, pending, mean in written:
+            lines.append(f"| {markdown(name)} | {graded} | {pending} | {'' if mean is None else f'{mean:.1f}'} |")
+    noted = [result for result in results if result.notes]
+    if noted:
+        lines += ["", "## Grader notes", ""]
+        for result in noted:
+            shown = "; ".join(markdown(note[:200]) for note in result.notes[:NOTES_SHOWN])
+            hidden = len(result.notes) - NOTES_SHOWN
+            more = f" (and {hidden} more in its record)" if hidden > 0 else ""
+            lines.append(f"- **{markdown(result.student)}**: {shown}{more}")
     return "\n".join(lines) + "\n"
-
-
-def _notebook_reason(result: SubmissionResult) -> str:
-    return result.notebook.reason if result.notebook is not None else ""
 
 
 def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
@@ -51,7 +87,9 @@ def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     histogram = score_histogram([result.score for result in results],
                                 max((result.max_score for result in results), default=1),
                                 out_dir / "figures" / "score_histogram.png")
-    rates = pass_rate_chart(pass_rates(results), out_dir / "figures" / "pass_rate.png")
+    note = "written answers, graded by hand, are counted apart in report.md" if any(
+        test.group == WRITTEN for result in results for test in result.tests) else ""
+    rates = pass_rate_chart(pass_rates(results), out_dir / "figures" / "pass_rate.png", note=note)
     path = out_dir / "report.md"
     write_atomic(path, render(results, [histogram.relative_to(out_dir).as_posix(),
                                         rates.relative_to(out_dir).as_posix()]))
