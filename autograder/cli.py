@@ -16,15 +16,19 @@ UNISOLATED_HELP = ("accept records graded with --sandbox none (trusted code only
                    "refused all the same")
 
 
+def _classroom(args):
+    from .classroom import write_template
+
+    files = write_template(args.to, resolve(args.assignment))
+    print(f"template repository with {len(files)} files written to {args.to}")
+    return 0
+
+
 def _release(args):
     from .release import release
 
-    if args.to:
-        from .classroom import write_template
-
-        files = write_template(args.to, resolve(args.assignment))
-        print(f"template repository with {len(files)} files written to {args.to}")
-        return 0
+    if args.to:  # the template's first home, still accepted: 'classroom --to DIR' names what it makes
+        return _classroom(args)
     ok, lines = release(resolve(args.assignment), check=args.check)
     for line in lines:
         print(line)
@@ -114,9 +118,14 @@ def _final_gradebook(args):
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="python -m autograder",
-        description="An auto-graded assignment kit: release, grade, report. Each command works on one assignment: "
-                    "the kit's own lesson (autograder/lessons/), or the one --assignment names.")
+        prog="python -m autograder", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="An auto-graded assignment kit: release, grade, report. Each command works on one assignment:\n"
+                    "the kit's own lesson (autograder/lessons/), or the one --assignment names.",
+        epilog="a term, in order (docs/instructor-guide.md):\n"
+               "  classroom --to DIR          the students' GitHub Classroom template repository\n"
+               "  gradescope --to ZIP         the Gradescope autograder\n"
+               "  grade CLASS_DIR --out OUT   grade a class (then formgrader for the written answers)\n"
+               "  final-gradebook OUT         fold the manual grades in, rewrite reports and feedback")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lesson = argparse.ArgumentParser(add_help=False)
     lesson.add_argument("--assignment", metavar="DESCRIPTOR",
@@ -124,8 +133,13 @@ def build_parser():
 
     rel = commands.add_parser("release", parents=[lesson], help="regenerate assignments/ from solutions/")
     rel.add_argument("--check", action="store_true", help="only verify that assignments/ is up to date")
-    rel.add_argument("--to", metavar="DIR", help="write a GitHub Classroom template repository into DIR instead")
+    rel.add_argument("--to", metavar="DIR", help="the same as 'classroom --to DIR' (its first name)")
     rel.set_defaults(run=_release)
+
+    room = commands.add_parser("classroom", parents=[lesson],
+                               help="write the students' GitHub Classroom template repository (their starting point)")
+    room.add_argument("--to", required=True, metavar="DIR", help="a new or empty folder")
+    room.set_defaults(run=_classroom)
 
     bench = commands.add_parser("bench", parents=[lesson], help="print speed ratios measured side by side")
     bench.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (default 5)")
