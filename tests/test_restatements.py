@@ -3,12 +3,16 @@ what its one source says."""
 
 import re
 
+import pytest
+
 from autograder import paths, pins
 from autograder.classroom import student_readme
 
 import rubric_totals
 from lesson import LESSON
 from test_project import tracked_files
+
+pytestmark = pytest.mark.check  # part of `make check`, the instructor's check
 
 
 def forbidden_apis() -> set:
