@@ -108,6 +108,13 @@ def _merge(args):
     return 0
 
 
+def _similarity(args):
+    from .similarity import similarity
+
+    similarity(args.out_dir, args.class_dir, assignment=resolve(args.assignment), top=args.top)
+    return 0
+
+
 def _final_gradebook(args):
     from .final_gradebook import export_final_gradebook
 
@@ -125,6 +132,7 @@ def build_parser():
                "  classroom --to DIR          the students' GitHub Classroom template repository\n"
                "  gradescope --to ZIP         the Gradescope autograder\n"
                "  grade CLASS_DIR --out OUT   grade a class (then formgrader for the written answers)\n"
+               "  similarity OUT --class CLASS_DIR   which submissions are alike: a place to look\n"
                "  final-gradebook OUT         fold the manual grades in, rewrite reports and feedback")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lesson = argparse.ArgumentParser(add_help=False)
@@ -201,6 +209,15 @@ def build_parser():
     book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
     book.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     book.set_defaults(run=_final_gradebook)
+
+    sim = commands.add_parser("similarity", parents=[lesson],
+                              help="compare every pair of a class's submissions (copydetect, the released stubs left "
+                                   "out): a ranked table and a heatmap in OUT_DIR, linked from its report.md")
+    sim.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run: the report goes there")
+    sim.add_argument("--class", dest="class_dir", required=True, metavar="CLASS_DIR",
+                     help="the class folder that was graded: the files are read from it as grade reads them")
+    sim.add_argument("--top", type=int, default=30, help="pairs listed in similarity.md (default 30; the CSV has all)")
+    sim.set_defaults(run=_similarity)
 
     val = commands.add_parser("validate", parents=[lesson], help="grade the reference (full marks), the stubs (zero), the bug "
                               "catalogue (caught, diagnosis matrix) and the correct variants")

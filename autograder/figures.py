@@ -104,6 +104,31 @@ def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, tit
     return path
 
 
+def similarity_heatmap(table: np.ndarray, students: list[str], path: str | Path) -> Path:
+    """Every pair's similarity (``table``: students x students, 0 to 1) as a heatmap with a colour bar; each
+    student named on both axes while the names stay legible (60 or fewer), numbered by sorted order beyond."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = len(students)
+    side = min(14.0, max(4.5, 0.22 * count + 2.5))
+    fig, ax = plt.subplots(figsize=(side + 1.2, side), dpi=110, layout="constrained")
+    shown = np.array(table, dtype=float)
+    np.fill_diagonal(shown, np.nan)  # a student with themselves is not compared: grey, not "0"
+    colours = plt.get_cmap("magma_r").with_extremes(bad="lightgrey")
+    image = ax.imshow(shown, cmap=colours, vmin=0, vmax=1, interpolation="nearest")
+    if count <= 60:
+        names = [student[:30].replace("$", r"\$") for student in students]  # an id is text, never math
+        ax.set_xticks(range(count), names, rotation=90, fontsize=7)
+        ax.set_yticks(range(count), names, fontsize=7)
+    ax.set_xlabel("student" if count <= 60 else "student (sorted by id)")
+    ax.set_ylabel("student" if count <= 60 else "student (sorted by id)")
+    ax.set_title("Similarity of every pair")
+    fig.colorbar(image, ax=ax, fraction=0.04, label="share of own code found in the other (the larger way)")
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def lesson_figures(assignment: Assignment, folder: str | Path) -> list[Path]:
     """The lesson's own figures (its hooks' ``figures``, drawn with the reference); [] when it has none."""
     from .reference import load_reference

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..figures import pass_rate_chart, score_histogram
 from ..results import SubmissionResult, write_atomic
+from . import similarity_report
 from .escape import markdown
 
 
@@ -54,5 +55,5 @@ def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     rates = pass_rate_chart(pass_rates(results), out_dir / "figures" / "pass_rate.png")
     path = out_dir / "report.md"
     write_atomic(path, render(results, [histogram.relative_to(out_dir).as_posix(),
-                                        rates.relative_to(out_dir).as_posix()]))
+                                        rates.relative_to(out_dir).as_posix()]) + similarity_report.link(out_dir))
     return [path, histogram, rates]
