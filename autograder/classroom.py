@@ -1,4 +1,5 @@
-"""``python -m autograder release --to DIR``: a ready-to-push GitHub Classroom template repository.
+"""``python -m autograder classroom --to DIR`` (first ``release --to DIR``): a ready-to-push GitHub Classroom
+template repository.
 
 The template holds what students get (``assignments/``: stubs, notebook, public
 tests), a student README, pinned requirements, a root ``pytest.ini``, and
@@ -17,7 +18,12 @@ it can read, so a token (and the hidden tests it opens) would be theirs.
 from __future__ import annotations
 
 import ast
+import functools
+import os
+import re
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +33,11 @@ from .release import diff_release
 from .errors import KitError
 
 POINTS_PER_TEST = 1
-# Measured on a 2-core machine: one pytest run of every public test, most of it importing torch.
-PUBLIC_TESTS_SECONDS = 3
+# Measured, so that a student can plan: a fresh .venv from the template's commands (files already downloaded, so
+# the download comes on top) on a 2-core machine shared with other jobs (load average 15 to 160), and one run of
+# the public tests (the CPU seconds it used: about its time on an idle machine, most of it importing torch).
+SETUP_DOWNLOAD_MB, TORCH_DOWNLOAD_MB, SETUP_DISK_GB, SETUP_MINUTES = 290, 190, 1.3, 8
+PUBLIC_TESTS_SECONDS = 5
 # The template's requirements: the packages the assignment lets students import (its descriptor's ``packages``),
 # then the tools they work with (the notebook's plots, the public tests, Jupyter). A name takes the kit's own pin
 # (pyproject.toml); Jupyter, which the kit does not use, is pinned here.
@@ -106,6 +115,27 @@ def classroom_steps(assignment: Assignment, tests_dir: Path | None = None) -> tu
     return tuple(steps)
 
 
+def public_test_count(assignment: Assignment, tests_dir: Path | None = None) -> int:
+    """How many tests pytest reports for the public tests (each parametrized case counts, as a student's
+    ``pytest`` run shows them), collected in a child process against the release."""
+    tests_dir = Path(tests_dir or assignment.release / "tests").resolve()
+    # Collecting imports torch: once per process for the same files (a README is written often in the kit's tests).
+    files = tuple((path.name, path.stat().st_mtime_ns, path.stat().st_size) for path in sorted(tests_dir.glob("*.py")))
+    return _collected(str(tests_dir), files, assignment.package_variable, str(assignment.release.parent))
+
+
+@functools.cache
+def _collected(tests_dir: str, files: tuple, variable: str, package_parent: str) -> int:
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **{variable: package_parent})
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--rootdir", tests_dir, tests_dir], env=env, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    found = re.search(r"^(\d+) tests? collected", done.stdout, re.M)
+    if done.returncode != 0 or found is None:
+        raise KitError(f"the public tests in {tests_dir} could not be collected: {done.stdout[-300:].strip()}")
+    return int(found.group(1))
+
+
 def _points(points: int) -> str:
     return f"{points} point{'' if points == 1 else 's'}"
 
@@ -167,7 +197,10 @@ def _setup() -> str:
     return f"""## Set up
 
 You need Python 3.11 or newer. Install torch first, the build for your machine, then the rest. No GPU is
-needed: the CPU build is the small, quick choice everywhere.
+needed: the CPU build is the small, quick choice everywhere. With it, set-up downloads about {SETUP_DOWNLOAD_MB} MB
+({TORCH_DOWNLOAD_MB} MB of it torch) and takes about {SETUP_DISK_GB:g} GB of disk. Installing took {SETUP_MINUTES} minutes on a busy
+2-core machine once the files were downloaded: plan for a quarter of an hour, more on a slow connection. Your
+first test run takes longer than later ones (Python compiles what it imports, once).
 
 CPU only (Linux, Windows):
 
@@ -196,18 +229,22 @@ def _forbidden(assignment: Assignment) -> str:
     return " or ".join(filter(None, (", ".join(names[:-1]), "".join(names[-1:]))))
 
 
-def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None) -> str:
+def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None, tests: int | None = None) -> str:
     """The template's README.md: the lesson's own text (``student_readme.md`` in its folder, with the set-up
-    commands, the forbidden APIs, the number of public tests, their points and time filled in), or a plain page
-    without one."""
+    commands, the forbidden APIs, the number of public tests as pytest reports them (``tests``, collected when
+    not given), of test functions (Classroom steps) and their points filled in), or a plain page without one."""
     steps = steps or classroom_steps(assignment)
     total = sum(step.points for step in steps)
     template = assignment.folder / "student_readme.md"
     text = template.read_text(encoding="utf-8") if template.is_file() else (
         "# {title}\n\n{setup}## Check your work\n\n```\n.venv/bin/python -m pytest\n```\n")
-    return text.format(setup=_setup(), title=assignment.title, package=assignment.id, steps=len(steps),
-                       total=total, points_per_test=_points(POINTS_PER_TEST), seconds=PUBLIC_TESTS_SECONDS,
-                       forbidden=_forbidden(assignment), packages=allowed_packages(assignment))
+    fields = dict(setup=_setup(), title=assignment.title, package=assignment.id, steps=len(steps), total=total,
+                  points_per_test=_points(POINTS_PER_TEST), seconds=f"about {PUBLIC_TESTS_SECONDS} seconds",
+                  forbidden=_forbidden(assignment),
+                  packages=allowed_packages(assignment))
+    if "{tests}" in text:  # collecting costs a torch import: only when the text asks for the count
+        fields["tests"] = public_test_count(assignment) if tests is None else tests
+    return text.format(**fields)
 
 
 def write_template(destination: str | Path, assignment: Assignment) -> list[str]:

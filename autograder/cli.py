@@ -16,15 +16,19 @@ UNISOLATED_HELP = ("accept records graded with --sandbox none (trusted code only
                    "refused all the same")
 
 
+def _classroom(args):
+    from .classroom import write_template
+
+    files = write_template(args.to, resolve(args.assignment))
+    print(f"template repository with {len(files)} files written to {args.to}")
+    return 0
+
+
 def _release(args):
     from .release import release
 
-    if args.to:
-        from .classroom import write_template
-
-        files = write_template(args.to, resolve(args.assignment))
-        print(f"template repository with {len(files)} files written to {args.to}")
-        return 0
+    if args.to:  # the template's first home, still accepted: 'classroom --to DIR' names what it makes
+        return _classroom(args)
     ok, lines = release(resolve(args.assignment), check=args.check)
     for line in lines:
         print(line)
@@ -104,6 +108,13 @@ def _merge(args):
     return 0
 
 
+def _similarity(args):
+    from .similarity import similarity
+
+    similarity(args.out_dir, args.class_dir, assignment=resolve(args.assignment), top=args.top)
+    return 0
+
+
 def _final_gradebook(args):
     from .final_gradebook import export_final_gradebook
 
@@ -114,9 +125,15 @@ def _final_gradebook(args):
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="python -m autograder",
-        description="An auto-graded assignment kit: release, grade, report. Each command works on one assignment: "
-                    "the kit's own lesson (autograder/lessons/), or the one --assignment names.")
+        prog="python -m autograder", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="An auto-graded assignment kit: release, grade, report. Each command works on one assignment:\n"
+                    "the kit's own lesson (autograder/lessons/), or the one --assignment names.",
+        epilog="a term, in order (docs/instructor-guide.md):\n"
+               "  classroom --to DIR          the students' GitHub Classroom template repository\n"
+               "  gradescope --to ZIP         the Gradescope autograder\n"
+               "  grade CLASS_DIR --out OUT   grade a class (then formgrader for the written answers)\n"
+               "  similarity OUT --class CLASS_DIR   which submissions are alike: a place to look\n"
+               "  final-gradebook OUT         fold the manual grades in, rewrite reports and feedback")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lesson = argparse.ArgumentParser(add_help=False)
     lesson.add_argument("--assignment", metavar="DESCRIPTOR",
@@ -124,8 +141,13 @@ def build_parser():
 
     rel = commands.add_parser("release", parents=[lesson], help="regenerate assignments/ from solutions/")
     rel.add_argument("--check", action="store_true", help="only verify that assignments/ is up to date")
-    rel.add_argument("--to", metavar="DIR", help="write a GitHub Classroom template repository into DIR instead")
+    rel.add_argument("--to", metavar="DIR", help="the same as 'classroom --to DIR' (its first name)")
     rel.set_defaults(run=_release)
+
+    room = commands.add_parser("classroom", parents=[lesson],
+                               help="write the students' GitHub Classroom template repository (their starting point)")
+    room.add_argument("--to", required=True, metavar="DIR", help="a new or empty folder")
+    room.set_defaults(run=_classroom)
 
     bench = commands.add_parser("bench", parents=[lesson], help="print speed ratios measured side by side")
     bench.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (default 5)")
@@ -187,6 +209,15 @@ def build_parser():
     book.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
     book.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     book.set_defaults(run=_final_gradebook)
+
+    sim = commands.add_parser("similarity", parents=[lesson],
+                              help="compare every pair of a class's submissions (copydetect, the released stubs left "
+                                   "out): a ranked table and a heatmap in OUT_DIR, linked from its report.md")
+    sim.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run: the report goes there")
+    sim.add_argument("--class", dest="class_dir", required=True, metavar="CLASS_DIR",
+                     help="the class folder that was graded: the files are read from it as grade reads them")
+    sim.add_argument("--top", type=int, default=30, help="pairs listed in similarity.md (default 30; the CSV has all)")
+    sim.set_defaults(run=_similarity)
 
     val = commands.add_parser("validate", parents=[lesson], help="grade the reference (full marks), the stubs (zero), the bug "
                               "catalogue (caught, diagnosis matrix) and the correct variants")

@@ -16,8 +16,10 @@ import numpy as np  # noqa: E402
 from .assignment import Assignment  # noqa: E402
 
 
-def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel: str) -> Path:
-    """Save a 2-D table with values in [-1, 1] as a red/blue heatmap with a colour bar; return the path."""
+def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel: str, value: str = "value"
+            ) -> Path:
+    """Save a 2-D table with values in [-1, 1] as a red/blue heatmap with a colour bar named ``value``; return the
+    path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
@@ -25,7 +27,7 @@ def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    fig.colorbar(image, ax=ax, fraction=0.04)
+    fig.colorbar(image, ax=ax, fraction=0.04, label=value)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -80,18 +82,49 @@ def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path, note:
 
 def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, title: str = "Attention of each head"
                    ) -> Path:
-    """One heatmap per head of a ``(heads, seq, seq)`` weight tensor, rows = queries, columns = keys."""
+    """One heatmap per head of a ``(heads, seq, seq)`` weight tensor, rows = queries, columns = keys, each axis
+    named and numbered by position (with its token), one colour bar for every head (all share the scale 0 to 1)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     heads = weights.shape[0]
-    fig, axes = plt.subplots(1, heads, figsize=(3.2 * heads, 3.4), dpi=110, squeeze=False)
+    labels = [f"{index}: {token}" for index, token in enumerate(tokens)]
+    fig, axes = plt.subplots(1, heads, figsize=(3.2 * heads + 1.2, 3.9), dpi=110, squeeze=False,
+                             layout="constrained")
     for head, ax in enumerate(axes[0]):
-        ax.imshow(weights[head], cmap="viridis", vmin=0, vmax=1)
+        image = ax.imshow(weights[head], cmap="viridis", vmin=0, vmax=1)
         ax.set_title(f"head {head}")
-        ax.set_xticks(range(len(tokens)), tokens, rotation=60, fontsize=7)
-        ax.set_yticks(range(len(tokens)), tokens if head == 0 else [""] * len(tokens), fontsize=7)
+        ax.set_xticks(range(len(tokens)), labels, rotation=60, fontsize=7)
+        ax.set_yticks(range(len(tokens)), labels if head == 0 else [""] * len(tokens), fontsize=7)
+        ax.set_xlabel("key position")
+        if head == 0:
+            ax.set_ylabel("query position")
+    fig.colorbar(image, ax=axes[0].tolist(), fraction=0.03, label="attention weight (each row sums to 1)")
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def similarity_heatmap(table: np.ndarray, students: list[str], path: str | Path) -> Path:
+    """Every pair's similarity (``table``: students x students, 0 to 1) as a heatmap with a colour bar; each
+    student named on both axes while the names stay legible (60 or fewer), numbered by sorted order beyond."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = len(students)
+    side = min(14.0, max(4.5, 0.22 * count + 2.5))
+    fig, ax = plt.subplots(figsize=(side + 1.2, side), dpi=110, layout="constrained")
+    shown = np.array(table, dtype=float)
+    np.fill_diagonal(shown, np.nan)  # a student with themselves is not compared: grey, not "0"
+    colours = plt.get_cmap("magma_r").with_extremes(bad="lightgrey")
+    image = ax.imshow(shown, cmap=colours, vmin=0, vmax=1, interpolation="nearest")
+    if count <= 60:
+        names = [student[:30].replace("$", r"\$") for student in students]  # an id is text, never math
+        ax.set_xticks(range(count), names, rotation=90, fontsize=7)
+        ax.set_yticks(range(count), names, fontsize=7)
+    ax.set_xlabel("student" if count <= 60 else "student (sorted by id)")
+    ax.set_ylabel("student" if count <= 60 else "student (sorted by id)")
+    ax.set_title("Similarity of every pair")
+    fig.colorbar(image, ax=ax, fraction=0.04, label="share of own code found in the other (the larger way)")
     fig.savefig(path)
     plt.close(fig)
     return path

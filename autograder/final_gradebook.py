@@ -26,6 +26,7 @@ from . import nbgrader_record, triage
 from .assignment import Assignment, resolve
 from .errors import KitError
 from .reports import write_reports
+from .reports.feedback_view import graded_output
 from .results import SubmissionResult, TestResult, load_record, refuse_untrusted, save, write_atomic
 
 COLUMNS = ["student", "total", "max_total", "code", "max_code", "notebook_auto", "max_notebook_auto",
@@ -37,9 +38,8 @@ def _refreshed(test: TestResult, cell: nbgrader_record.CellGrade | None) -> Test
     if cell is None:
         return test
     if cell.manual:
-        comment = f"\nGrader's comment: {cell.comment}" if cell.comment else ""
         status = "passed" if cell.score >= test.max_score else "failed"
-        return replace(test, score=cell.score, status=status, output=f"Graded by your instructor.{comment}")
+        return replace(test, score=cell.score, status=status, output=graded_output(cell.comment))
     if test.group == "written" and cell.pending:
         return replace(test, score=0, status="pending", output="To be graded by your instructor.")
     return test

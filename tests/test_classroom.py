@@ -2,6 +2,7 @@
 
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,7 @@ def command_steps(template):
     return workflow, [step for step in steps if "command-grader" in step.get("uses", "") and "if" not in step]
 
 
+@pytest.mark.check
 def test_the_template_has_everything_a_student_needs(template):
     for name in ("README.md", "requirements.txt", "pytest.ini", ".github/workflows/classroom.yml",
                  "assignments/mha_pe/check_your_understanding.ipynb", "assignments/mha_pe/tests/test_heads.py"):
@@ -49,6 +51,7 @@ def test_the_template_has_everything_a_student_needs(template):
     assert {pins.pin(name) for name in ("torch", "numpy", "matplotlib", "pytest", "ipykernel")} <= set(requirements)
 
 
+@pytest.mark.check
 def test_nothing_instructor_only_reaches_the_template(template):
     secrets = set()
     for path in SOLUTIONS.glob("*.py"):
@@ -150,6 +153,7 @@ def test_one_slip_costs_one_step(template, tmp_path):
     assert lost == ["heads-split-rejects-indivisible-width-and-wrong-rank"]
 
 
+@pytest.mark.check
 def test_the_readme_gives_the_set_up_commands_and_the_points(template):
     readme = (template / "README.md").read_text()
     workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
@@ -157,8 +161,25 @@ def test_the_readme_gives_the_set_up_commands_and_the_points(template):
     assert cpu in readme and cpu in workflow, "the README's CPU command is the one Classroom runs"
     assert "pip install -r requirements.txt" in readme and "CUDA" in readme
     total = sum(step.points for step in classroom_steps(LESSON))
-    assert f"{total} in all" in readme and f"all {len(classroom_steps(LESSON))} public tests" in readme
-    assert "not your grade" in readme and "seconds" in readme
+    assert f"{total} in all" in readme and "not your grade" in readme and "seconds" in readme
+
+
+@pytest.mark.check
+def test_the_readme_counts_the_tests_as_pytest_reports_them_and_names_no_step_the_workflow_lacks(template):
+    """A student compares the README with what ``pytest`` prints and with the steps Classroom shows."""
+    readme = " ".join((template / "README.md").read_text().split())
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q"], cwd=template, capture_output=True,
+                          text=True, timeout=300)
+    reported = int(re.search(r"^(\d+) tests collected", done.stdout, re.M).group(1))
+    functions = len(classroom_steps(LESSON))
+    assert reported > functions, "some public tests are parametrized: the two counts differ"
+    assert f"all {reported} public tests" in readme
+    assert f"pytest reports {reported} tests: {functions} test functions" in readme
+    workflow = yaml.safe_load((template / ".github" / "workflows" / "classroom.yml").read_text())
+    names = {step.get("name", "") for step in workflow["jobs"]["run-autograding-tests"]["steps"]}
+    for quoted in re.findall(r'[Ss]tep "([^"]+)"', readme):
+        assert quoted in names, f"the README names a step the workflow lacks: {quoted}"
+    assert "Hidden tests" not in readme and "optional" not in readme
 
 
 def test_release_to_refuses_a_non_empty_folder(tmp_path):
@@ -167,6 +188,7 @@ def test_release_to_refuses_a_non_empty_folder(tmp_path):
         write_template(tmp_path, LESSON)
 
 
+@pytest.mark.check
 @needs_actionlint
 def test_every_workflow_is_actionlint_clean(template):
     files = sorted((paths.REPO_ROOT / ".github" / "workflows").glob("*.yml"))
@@ -246,6 +268,7 @@ def test_shards_cover_the_class_once_and_merge_like_one_run(tmp_path):
         merge([outs[0], outs[0], outs[2]], tmp_path / "bad")
 
 
+@pytest.mark.check
 def test_the_rubric_page_is_current_and_shows_no_code():
     page = (paths.REPO_ROOT / "docs" / "rubric.md").read_text()
     assert page == render_rubric(LESSON), "run 'python -m autograder rubric'"
@@ -258,6 +281,7 @@ def test_the_rubric_page_is_current_and_shows_no_code():
 
 
 
+@pytest.mark.check
 def test_the_guides_exist_and_point_at_real_commands_and_figures():
     student = (paths.REPO_ROOT / "docs" / "student-guide.md").read_text()
     instructor = (paths.REPO_ROOT / "docs" / "instructor-guide.md").read_text()
@@ -269,6 +293,7 @@ def test_the_guides_exist_and_point_at_real_commands_and_figures():
     assert "feedback" in (paths.REPO_ROOT / "docs" / "security.md").read_text()
 
 
+@pytest.mark.check
 def test_the_classroom_workflow_holds_no_secret_and_fetches_nothing_private(template):
     """A student can edit the workflow in their own repository and print anything it can read: a token there (and
     the hidden tests it would open) would be the student's."""

@@ -567,10 +567,14 @@ def test_odd_ids_are_graded_and_escaped_in_every_report(attacked):
     for student in ODD_IDS:
         path = result_path(out, student)
         assert path.exists() and len(path.name.encode()) <= 255 and load(path).student == student
-    feedback = [path.read_text() for path in (out / "feedback").iterdir()]
+    feedback = [path.read_text() for path in (out / "feedback").glob("*.md")]
     report = (out / "report.md").read_text()
     assert not any("<img" in text for text in feedback + [report])
     assert any("&lt;img src=x onerror=alert\\(1\\)&gt;" in text for text in feedback)
+    # The plain-text feedback has no markup to escape: the id as written, on one line, no control character.
+    text = [path.read_text() for path in (out / "feedback").glob("*.txt")]
+    assert any("Feedback for <img src=x onerror=alert(1)>" in page for page in text)
+    assert not any(char in page for page in text for char in "\x1b\r\u202e")
 
 
 def _everything_a_student_sees(result, out):

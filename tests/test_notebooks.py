@@ -1,6 +1,7 @@
 """The Check Your Understanding notebook through the real nbgrader: release, autograde, manual grades, export."""
 
 import csv
+import html
 import json
 import os
 import shutil
@@ -390,6 +391,28 @@ def test_feedback_shows_no_hidden_test_code(graded):
         assert "head_dim(512" not in text and "HIDDEN" not in text and "assert " not in text
 
 
+def test_nbgraders_own_feedback_shows_no_hidden_test_as_the_guide_says(graded, tmp_path):
+    """The instructor guide's statement about nbgrader's ``generate_feedback``, checked by running it on a copy of
+    a graded course: its page is the student's executed notebook (test cells as released), so no hidden test."""
+    course = tmp_path / "course"
+    shutil.copytree(graded.out / "nbgrader", course)
+    nbid = graded.results["correct"].notebook.id
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", LESSON.id, f"--student={nbid}"],
+                          cwd=course, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = html.unescape((course / "feedback" / nbid / LESSON.id / NOTEBOOK.replace(".ipynb", ".html")).read_text())
+    assert "head_dim" in page and not any(secret in page for secret in SECRETS)
+    guide = " ".join((paths.REPO_ROOT / "docs" / "instructor-guide.md").read_text().split())
+    assert ("nbgrader's own `generate_feedback` (formgrader's *Generate Feedback*) works on this course and shows "
+            "no hidden test") in guide
+    assert f"`nbgrader/feedback/<student>/{LESSON.id}/{NOTEBOOK.replace('.ipynb', '.html')}`" in guide
+    # and its release, as the guide says, stops: nothing here was collected through nbgrader
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "release_feedback", LESSON.id, f"--student={nbid}"],
+                          cwd=course, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0 and "timestamp.txt" in done.stderr + done.stdout
+    assert "*Release Feedback* stops with an error on this course" in guide
+
+
 # ---------------------------------------------------------------- lifecycle
 
 def give_manual_grades(course, nbid, comment):
@@ -423,7 +446,9 @@ def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedbac
     assert rows["blank"]["max_total"] == f"{top:g}"
     assert "no check_your_understanding.ipynb" in rows["no-notebook"]["notebook_note"]
     feedback = (out / "feedback" / "correct.md").read_text()
-    assert f"**Score: {top:g} / {top:g}**" in feedback and "Grader's comment: Clear \\*and\\* &lt;b&gt;complete&lt;/b&gt;." in feedback
+    # the instructor's comment as written: their Markdown is theirs, in both formats
+    assert f"**Score: {top:g} / {top:g}**" in feedback and "Grader's comment: Clear *and* <b>complete</b>." in feedback
+    assert "Grader's comment: Clear *and* <b>complete</b>." in (out / "feedback" / "correct.txt").read_text()
     assert "still to be graded" not in feedback
     assert load(result_path(out, "correct")).score == top, "the record itself says so"
 

@@ -22,6 +22,7 @@ from lesson import CATALOGUE, CONTRACT, LESSON, MODULES, SOLUTIONS
 PACKAGES = CONTRACT.packages
 
 
+@pytest.mark.check
 def test_every_allowed_package_is_a_pinned_dependency_of_the_grader():
     dependencies = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert "einops" in PACKAGES and "torch" in PACKAGES
@@ -29,6 +30,7 @@ def test_every_allowed_package_is_a_pinned_dependency_of_the_grader():
         assert pins.pin(name) in dependencies, f"{name} is not pinned in pyproject's dependencies"
 
 
+@pytest.mark.check
 def test_the_template_the_image_and_the_readme_take_the_list():
     requirements = student_requirements(LESSON).splitlines()
     assert {pins.pin(name) for name in PACKAGES} <= set(requirements)

@@ -91,6 +91,7 @@ def test_every_student_module_has_regions_and_every_region_is_stubbed():
         assert released.count("raise NotImplementedError") == len(find_regions(text, name))
 
 
+@pytest.mark.check
 def test_no_solution_line_appears_anywhere_in_assignments():
     leaked_from = {}
     for path in sorted(SOLUTIONS.rglob("*.py")):
@@ -112,6 +113,7 @@ def test_no_solution_line_appears_anywhere_in_assignments():
             assert not leaked, f"solution line from {origin} appears in {path}: {line!r}"
 
 
+@pytest.mark.check
 def test_release_contains_only_the_package_its_public_tests_and_the_notebook():
     assert sorted(p.name for p in RELEASE.parent.iterdir()) == [LESSON.id]
     released = sorted(p.relative_to(RELEASE).as_posix() for p in RELEASE.rglob("*")
@@ -170,6 +172,7 @@ def test_the_scan_passes_what_students_are_meant_to_read():
     assert instructor_words(fine) == []
 
 
+@pytest.mark.check
 def test_nothing_a_student_gets_speaks_to_the_instructor(tmp_path):
     """Every file of assignments/ and of the Classroom template: no instructor words, no hidden check's details."""
     write_template(tmp_path / "template", LESSON)

@@ -3,12 +3,16 @@ what its one source says."""
 
 import re
 
+import pytest
+
 from autograder import paths, pins
 from autograder.classroom import student_readme
 
 import rubric_totals
 from lesson import LESSON
 from test_project import tracked_files
+
+pytestmark = pytest.mark.check  # part of `make check`, the instructor's check
 
 
 def forbidden_apis() -> set:
@@ -90,3 +94,18 @@ def test_the_student_guide_names_exactly_the_packages_students_may_import():
     start = text.index("you may import")
     stated = re.findall(r"`(\w+)`", text[start:text.index("(the grader", start)])
     assert stated == list(CONTRACT.packages)
+
+
+def test_every_shard_count_stated_for_the_workflow_is_its_matrixs():
+    """The workflow's matrix is the source; its step names, its grade and merge lines and the guide restate it."""
+    import yaml
+
+    text = (paths.REPO_ROOT / ".github" / "workflows" / "grade-class.yml").read_text()
+    shards = yaml.safe_load(text)["jobs"]["grade"]["strategy"]["matrix"]["shard"]
+    count = len(shards)
+    assert shards == list(range(1, count + 1)) and count > 1
+    assert f"of {count}" in text and f'--shard "$SHARD/{count}"' in text
+    assert " ".join(f"shards/shard-{index}" for index in shards) + " --out graded" in text
+    guide = " ".join((paths.REPO_ROOT / "docs" / "instructor-guide.md").read_text().split())
+    for phrase in (f"the workflow below grades it in {count} shards", f"private copy of the kit, in {count} shards"):
+        assert phrase in guide, phrase

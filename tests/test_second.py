@@ -2,6 +2,7 @@
 release, grading, validation and every report with nothing but its descriptor."""
 
 import csv
+import re
 import shutil
 from pathlib import Path
 
@@ -43,9 +44,12 @@ def graded(lesson, tmp_path_factory):
     for kind, file in (("bug", "bugs.toml"), ("variant", "variants.toml")):
         for mutant in load_catalogue(lesson.catalogue / file, kind):
             build(mutant, class_dir / mutant.id, lesson)
-    results = {result.student: result for result in grade_class(class_dir, out, emit=lambda line: None,
+    results = {result.student: result for result in grade_class(class_dir, out, emit=SAID.append,
                                                                   assignment=lesson)}
     return results, out
+
+
+SAID = []  # what the graded fixture's grade run printed
 
 
 def test_the_descriptor_is_all_the_engine_knows(lesson):
@@ -84,6 +88,15 @@ def test_its_class_is_graded_with_its_own_rubric(lesson, graded):
     assert forbidden.score < maximum
     assert any("torch.nn.functional.normalize" in test.output for test in forbidden.tests if test.status == "failed")
     assert {test.group for test in reference.tests} == {"norms"}
+
+
+def test_the_run_ends_with_its_time_per_student_and_the_load_it_saw(graded):
+    """Timings on a shared machine mean little without the load they ran under: the summary states both."""
+    results, _ = graded
+    last = SAID[-1]
+    assert last.startswith(f"graded {len(results)} submission(s) in "), last
+    assert re.search(r"\(\d+\.\d s a student; load average \d+\.\d at the start, \d+\.\d at the end, on "
+                     r"\d+ cores; sandbox: \w+\)", last), last
 
 
 def test_its_reports_are_written(lesson, graded):

@@ -16,7 +16,7 @@ from autograder import paths
 from autograder.mutants import copy_package
 
 GUIDE = paths.REPO_ROOT / "docs" / "instructor-guide.md"
-STEPS = ("release", "grade", "shards", "final-gradebook", "regrade")
+STEPS = ("release", "grade", "shards", "gradescope-local", "similarity", "final-gradebook", "regrade")
 from lesson import LESSON, MODULES, NOTEBOOK
 
 
@@ -78,6 +78,20 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
     sizes = [json.loads((term / f"shard-{index}" / "shard.json").read_text())["students"] for index in (1, 2)]
     assert sorted(len(students) for students in sizes) == [1, 2]  # even shards by default
 
+    # The Gradescope zip, tried locally (step 4c): its own copy of the kit gives ada the grade step 4a gave her.
+    out = run_step("gradescope-local", term)
+    gradescope = json.loads((term / "gradescope" / "results" / "results.json").read_text())
+    assert gradescope["score"] == float(first["ada"]["score"]) > 0 and '"score"' in out
+    assert gradescope["extra_data"]["sandbox"] in ("bwrap", "uid")
+
+    # Similar submissions (step 4d): ada and cy handed in the same code; bo, the stubs, matches no one.
+    run_step("similarity", term)
+    page = (graded / "similarity.md").read_text()
+    assert "| 1 | ada | cy | 100% |" in page
+    with_bo = [line for line in page.splitlines() if "| bo |" in line]
+    assert len(with_bo) == 2 and all("| 0% |" in line for line in with_bo)
+    assert "[similarity.md](similarity.md)" in (graded / "report.md").read_text()
+
     # Formgrader (step 5): the instructor grades ada's written answers and comments.
     nbid = json.loads((graded / "results" / "ada.json").read_text())["extra_data"]["notebook_id"]
     with Gradebook(f"sqlite:///{graded / 'nbgrader' / 'gradebook.db'}") as gradebook:
@@ -96,6 +110,8 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
     final = _rows(graded / "final_gradebook.csv")
     assert final["ada"]["total"] == final["ada"]["max_total"]
     assert "Well argued." in (graded / "feedback" / "ada.md").read_text()
+    assert "Well argued." in (graded / "feedback" / "ada.txt").read_text()
+    assert "[similarity.md](similarity.md)" in (graded / "report.md").read_text(), "rewritten, still linked"
 
     # A corrected submission arrives for bo (step 8): only bo is regraded, ada keeps her manual grades.
     shutil.rmtree(class_dir / "bo")

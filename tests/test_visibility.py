@@ -190,6 +190,7 @@ def _shapes(source):
     return found
 
 
+@pytest.mark.check
 def test_the_warm_up_holds_no_shape_a_hidden_test_uses():
     """The warm-up's text reaches the zygote, whose memory every worker inherits (and a confined worker's
     environment): it may show which operations the checks run, never the inputs they run them on."""

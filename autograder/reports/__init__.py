@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..results import SubmissionResult
-from . import class_report, feedback, gradebook, ids
+from . import class_report, feedback, feedback_text, gradebook, ids
 
-REPORTERS = (gradebook, ids, feedback, class_report)
+REPORTERS = (gradebook, ids, feedback, feedback_text, class_report)
 
 
 def write_reports(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..figures import pass_rate_chart, score_histogram
 from ..results import SubmissionResult, write_atomic
 from ..triage import WRITTEN, manual_line, manual_work, needs_a_look
+from . import similarity_report
 from .escape import markdown
 
 NOTES_SHOWN = 5  # per student in "Grader notes"; the record holds them all
@@ -92,5 +93,5 @@ def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     rates = pass_rate_chart(pass_rates(results), out_dir / "figures" / "pass_rate.png", note=note)
     path = out_dir / "report.md"
     write_atomic(path, render(results, [histogram.relative_to(out_dir).as_posix(),
-                                        rates.relative_to(out_dir).as_posix()]))
+                                        rates.relative_to(out_dir).as_posix()]) + similarity_report.link(out_dir))
     return [path, histogram, rates]

@@ -1,4 +1,5 @@
-"""``feedback/<student>.md``: what each student reads. Visible checks in full; hidden ones only counted."""
+"""``feedback/<student>.md``: what each student reads, in Markdown. Visible checks in full; hidden ones only counted
+(what is shown is decided once, in ``feedback_view.py``; ``feedback_text.py`` writes the same as plain text)."""
 
 from __future__ import annotations
 
@@ -7,89 +8,74 @@ from pathlib import Path
 from ..results import SubmissionResult, write_atomic
 from ..submission import safe_name
 from .escape import markdown
-
-SHOWN = ("visible", "after_due_date", "after_published")
+from .feedback_view import score_line, view  # noqa: F401  (score_line: its old home)
 
 
 def render(result: SubmissionResult) -> str:
-    """The Markdown feedback of one student (a pure function of the record)."""
-    lines = [f"# Feedback for {markdown(result.student)}", "", f"**{score_line(result)}**", ""]
-    if result.unfinished is not None:
+    """The Markdown feedback of one student (a pure function of the record). Text from outside the kit is
+    escaped, except a grader's comment: the instructor's own words, typed in formgrader and trusted, kept as
+    written (their ``*emphasis*`` renders as emphasis, never as ``\\*emphasis\\*``; ``<b>`` is not ``&lt;b&gt;``)."""
+    shown = view(result)
+    lines = [f"# Feedback for {markdown(shown.student)}", "", f"**{shown.score_line}**", ""]
+    if shown.unfinished:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
-    lines += [line for notice in result.notices for line in (f"**Note:** {notice}", "")]
+    lines += [line for notice in shown.notices for line in (f"**Note:** {notice}", "")]
     lines += ["| part | points |", "| --- | --- |"]
-    for group, (score, top) in result.group_scores().items():
-        lines.append(f"| {group.replace('_', ' ')} | {score:g} / {top:g} |")
+    lines += [f"| {part.replace('_', ' ')} | {score:g} / {top:g} |" for part, score, top in shown.parts]
     lines.append("")
-    written = [test for test in result.tests if test.group == "written"]
-    checks = [test for test in result.tests if test.group != "written"]
-    blocked = [test for test in checks if test.status == "failed" and test.blocked_by]
-    failed = [test for test in checks if test.status == "failed" and test.visibility in SHOWN]
-    passed = [test for test in checks if test.status == "passed" and test.visibility in SHOWN]
-    hidden = [test for test in checks if test.visibility not in SHOWN and test.counted]
-    uncounted = [test for test in checks if not test.counted]
-    lines += _fix_first(blocked)
-    if failed:
+    lines += _fix_first(shown.fix_first)
+    if shown.failed:
         lines += ["## To work on", ""]
-        for test in failed:
-            concept, _, happened = test.output.partition("\nWhat happened: ")
-            concept = markdown(concept) if test.group == "notebook" else concept.strip()  # may quote an answer
-            lines.append(f"- **{test.name}** ({test.score:g}/{test.max_score:g}): {concept}")
-            if happened:
-                lines.append(f"  - What happened: `{_inline(happened)}`")
+        for check in shown.failed:
+            concept = markdown(check.concept) if check.quotes_student else check.concept
+            lines.append(f"- **{check.name}** ({check.score:g}/{check.max_score:g}): {concept}")
+            if check.happened:
+                lines.append(f"  - What happened: `{_inline(check.happened)}`")
+            lines += _comment(check.comment)
         lines.append("")
-    if passed:
-        lines += ["## Passed", ""] + [f"- {test.name} ({test.max_score:g})" for test in passed] + [""]
-    missed = [test for test in hidden if test.status == "failed" and not test.blocked_by]
-    if missed:
-        # Hidden checks stay unnamed, but the idea each one missed is what the student needs to learn.
-        lines += ["## Also review", ""]
-        lines += [f"- {concept}" for concept in dict.fromkeys(test.output.split("\nWhat happened: ")[0].strip()
-                                                               for test in missed)]
+    if shown.passed:
+        lines += ["## Passed", ""]
+        for check in shown.passed:
+            lines += [f"- {check.name} ({check.max_score:g})", *_comment(check.comment)]
         lines.append("")
-    if hidden:
-        lines += [f"Your score includes {len(hidden)} further checks whose details are not shown.", ""]
-    if uncounted:
-        lines += [f"{len(uncounted)} check(s) need hardware the grading machine lacks (a GPU); they count neither in "
-                  "your score nor in the maximum.", ""]
-    if written:
+    if shown.missed:
+        lines += ["## Also review", "", *(f"- {concept}" for concept in shown.missed), ""]
+    if shown.hidden:
+        lines += [f"Your score includes {shown.hidden} further checks whose details are not shown.", ""]
+    if shown.uncounted:
+        lines += [f"{shown.uncounted} check(s) need hardware the grading machine lacks (a GPU); they count neither "
+                  "in your score nor in the maximum.", ""]
+    if shown.written:
         lines += ["## Written answers", ""]
-        if result.notebook is not None and result.notebook.reason:
-            lines += [f"Notebook: {markdown(result.notebook.reason)}.", ""]
-        pending = sum(test.max_score for test in written if test.status == "pending")
-        for test in written:
-            state = "still to be graded" if test.status == "pending" else f"{test.score:g}/{test.max_score:g}"
-            answer, _, comment = test.output.partition("\nGrader's comment: ")
-            lines.append(f"- **{test.name.removeprefix('written: ')}** ({state}): {markdown(answer)}")
-            if comment:
-                lines.append(f"  - Grader's comment: {markdown(comment)}")
-        lines += ["", f"{pending:g} of these {sum(test.max_score for test in written):g} points are still to be "
-                      "graded by your instructor." if pending else "Every written answer has been graded.", ""]
+        if shown.notebook_reason:
+            lines += [f"Notebook: {markdown(shown.notebook_reason)}.", ""]
+        for answer in shown.written:
+            lines.append(f"- **{answer.name}** ({answer.state}): {markdown(answer.text)}")
+            lines += _comment(answer.comment)
+        lines += ["", f"{shown.pending:g} of these {shown.written_total:g} points are still to be graded by your "
+                      "instructor." if shown.pending else "Every written answer has been graded.", ""]
     return "\n".join(lines)
 
 
-def _fix_first(blocked: list) -> list[str]:
+def _comment(comment: str) -> list[str]:
+    """A grader's comment under its list item, as written: the first line after the label, every further line
+    indented to the item's text, so a comment of several lines or paragraphs stays in its item."""
+    if not comment:
+        return []
+    first, *rest = comment.splitlines()
+    return [f"  - Grader's comment: {first}", *(f"    {line}" if line.strip() else "" for line in rest)]
+
+
+def _fix_first(parts: tuple[tuple[str, int, float], ...]) -> list[str]:
     """One line per part whose failure kept other checks from running: fix it first, those checks follow it."""
-    if not blocked:
+    if not parts:
         return []
     lines = ["## Fix first", "",
              "These parts fail their own checks, and other checks use them, so those could not check their own "
              "ideas yet (their points are not earned until they can). Fix these parts first:", ""]
-    for part in dict.fromkeys(test.blocked_by for test in blocked):
-        mine = [test for test in blocked if test.blocked_by == part]
-        lines.append(f"- `{part}`: {len(mine)} further check(s), "  # the hidden tests' words, not the student's
-                     f"{sum(test.max_score for test in mine):g} points, wait for it")
+    lines += [f"- `{part}`: {count} further check(s), {points:g} points, wait for it"  # the hidden tests' words
+              for part, count, points in parts]
     return [*lines, ""]
-
-
-def score_line(result: SubmissionResult) -> str:
-    """The header's score. Written answers a human has not graded yet are neither earned nor lost: they are named
-    apart ("Score: 111 / 111 so far · 13 written points still to be graded"), not counted as missing points."""
-    pending = sum(test.max_score for test in result.tests if test.group == "written" and test.status == "pending")
-    if not pending:
-        return f"Score: {result.score:g} / {result.max_score:g}"
-    return (f"Score: {result.score:g} / {result.max_score - pending:g} so far · {pending:g} written points still to "
-            "be graded")
 
 
 def _inline(text: str) -> str:

@@ -18,7 +18,8 @@ def figures(reference, folder: Path) -> list[Path]:
     folder = Path(folder)
     table = heatmap(reference.get_positional_encoding(50, 128).numpy(), folder / "positional_encoding.png",
                     title="Positional encoding of 50 positions, d_model = 128",
-                    xlabel="embedding dimension (even: sin, odd: cos)", ylabel="position")
+                    xlabel="feature (embedding dimension; even: sin, odd: cos)", ylabel="position",
+                    value="encoding value")
     torch.manual_seed(0)
     tokens = ["the", "charge", "exceeded", "the", "refund"]
     d_model = 16

@@ -1,0 +1,104 @@
+"""``feedback/<student>.txt``: the same feedback as ``feedback/<student>.md``, as plain text for an e-mail body
+or an LMS's plain-text field.
+
+What is shown is decided once (``feedback_view.py``); here it is only laid out: headings underlined, items
+wrapped at :data:`WIDTH` columns, nothing escaped (plain text has no markup), control characters dropped from
+text that comes from outside the kit. A grader's comment keeps its own lines. Where a field renders HTML or
+Markdown, send the ``.md`` instead: it escapes everything a student wrote.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from ..results import SubmissionResult, write_atomic
+from ..submission import safe_name
+from .escape import plain
+from .feedback_view import view
+
+WIDTH = 78
+
+
+def _heading(title: str) -> list[str]:
+    return [title, "-" * len(title), ""]
+
+
+def _item(text: str, indent: int = 0) -> list[str]:
+    """One bullet, wrapped, its further lines under its text."""
+    return textwrap.wrap(text, WIDTH, initial_indent=" " * indent + "* ", subsequent_indent=" " * (indent + 2),
+                         break_long_words=False, break_on_hyphens=False) or [" " * indent + "*"]
+
+
+def _comment(comment: str) -> list[str]:
+    """A grader's comment, as written: each of its lines kept (long ones wrapped), indented under its item."""
+    if not comment:
+        return []
+    label, indent = "  Grader's comment: ", " " * 4
+    lines = []
+    for index, line in enumerate(comment.splitlines()):
+        line = "".join(char for char in line.rstrip() if char == "\t" or char.isprintable())
+        lines += textwrap.wrap(line, WIDTH, initial_indent=label if index == 0 else indent,
+                               subsequent_indent=indent, break_long_words=False) or [""]
+    return lines
+
+
+def render(result: SubmissionResult) -> str:
+    """The plain-text feedback of one student (a pure function of the record)."""
+    shown = view(result)
+    title = f"Feedback for {plain(shown.student)}"
+    lines = [title, "=" * len(title), "", shown.score_line, ""]
+    if shown.unfinished:
+        lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
+    for notice in shown.notices:
+        lines += [*textwrap.wrap(f"Note: {plain(notice)}", WIDTH), ""]
+    width = max(len(part) for part, _, _ in shown.parts) if shown.parts else 0
+    lines += [f"  {part.replace('_', ' '):<{width}}  {score:g} / {top:g}" for part, score, top in shown.parts]
+    lines.append("")
+    if shown.fix_first:
+        lines += _heading("Fix first")
+        lines += textwrap.wrap("These parts fail their own checks, and other checks use them, so those could not "
+                               "check their own ideas yet (their points are not earned until they can). Fix these "
+                               "parts first:", WIDTH) + [""]
+        for part, count, points in shown.fix_first:
+            lines += _item(f"{part}: {count} further check(s), {points:g} points, wait for it")
+        lines.append("")
+    if shown.failed:
+        lines += _heading("To work on")
+        for check in shown.failed:
+            lines += _item(f"{check.name} ({check.score:g}/{check.max_score:g}): {plain(check.concept)}")
+            if check.happened:
+                lines += _item(f"What happened: {plain(check.happened)[:400]}", indent=2)
+            lines += _comment(check.comment)
+        lines.append("")
+    if shown.passed:
+        lines += _heading("Passed")
+        for check in shown.passed:
+            lines += [*_item(f"{check.name} ({check.max_score:g})"), *_comment(check.comment)]
+        lines.append("")
+    if shown.missed:
+        lines += _heading("Also review")
+        lines += [line for concept in shown.missed for line in _item(plain(concept))] + [""]
+    if shown.hidden:
+        lines += [f"Your score includes {shown.hidden} further checks whose details are not shown.", ""]
+    if shown.uncounted:
+        lines += textwrap.wrap(f"{shown.uncounted} check(s) need hardware the grading machine lacks (a GPU); they "
+                               "count neither in your score nor in the maximum.", WIDTH) + [""]
+    if shown.written:
+        lines += _heading("Written answers")
+        if shown.notebook_reason:
+            lines += [*textwrap.wrap(f"Notebook: {plain(shown.notebook_reason)}.", WIDTH), ""]
+        for answer in shown.written:
+            lines += [*_item(f"{answer.name} ({answer.state}): {plain(answer.text)}"), *_comment(answer.comment)]
+        lines += ["", f"{shown.pending:g} of these {shown.written_total:g} points are still to be graded by your "
+                      "instructor." if shown.pending else "Every written answer has been graded.", ""]
+    return "\n".join(lines)
+
+
+def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
+    written = []
+    for result in results:
+        path = Path(out_dir) / "feedback" / f"{safe_name(result.student)}.txt"
+        write_atomic(path, render(result))
+        written.append(path)
+    return written

@@ -1,0 +1,132 @@
+"""What a student is told about their grade, as data: the one decision behind every feedback format.
+
+``feedback.py`` (Markdown) and ``feedback_text.py`` (plain text, for e-mail or an LMS) each format the same
+:class:`FeedbackView`, so the two never disagree about what is shown: visible checks in full, hidden ones only
+as the concepts missed, written answers with their state and the grader's comment.
+
+Whose words are whose matters for escaping: the kit's and the hidden tests' words are trusted; a notebook
+check's output may quote a student's answer; a grader's comment is the instructor's own text, written in
+formgrader and copied from the course database into the sealed record by ``final-gradebook``. Only a record's
+output that *starts* with the kit's :data:`GRADED` line carries such a comment (:func:`instructor_comment`),
+so no student text can pass for one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..results import SubmissionResult, TestResult
+
+SHOWN = ("visible", "after_due_date", "after_published")
+# What final-gradebook writes into a test graded in formgrader: this line, then the comment if there is one.
+GRADED = "Graded by your instructor."
+COMMENT = "\nGrader's comment: "
+
+
+def graded_output(comment: str) -> str:
+    """The output of a test graded by hand (``final-gradebook``): :data:`GRADED`, then the comment, if any."""
+    return f"{GRADED}{COMMENT}{comment}" if comment else GRADED
+
+
+def instructor_comment(test: TestResult) -> str:
+    """The grader's comment on ``test`` as the grader wrote it ("" when none)."""
+    if test.group in ("notebook", "written") and test.output.startswith(GRADED + COMMENT):
+        return test.output[len(GRADED + COMMENT):].strip()
+    return ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A visible check: its name, points, the idea it checks and what happened (when it failed), and the
+    grader's comment where a grader scored it by hand."""
+
+    name: str
+    score: float
+    max_score: float
+    concept: str = ""
+    happened: str = ""
+    quotes_student: bool = False  # a notebook check's words may quote the student's answer: escape them
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class Written:
+    """A written answer: its name, state ("still to be graded" or "3/4"), the kit's words, the grader's comment."""
+
+    name: str
+    state: str
+    text: str
+    comment: str
+
+
+@dataclass(frozen=True)
+class FeedbackView:
+    student: str
+    score_line: str
+    unfinished: bool
+    notices: tuple[str, ...]
+    parts: tuple[tuple[str, float, float], ...]  # (part, score, maximum)
+    fix_first: tuple[tuple[str, int, float], ...]  # (part, checks waiting for it, their points)
+    failed: tuple[Check, ...]
+    passed: tuple[Check, ...]
+    missed: tuple[str, ...]  # concepts of hidden checks missed, each once
+    hidden: int  # hidden checks counted in the score
+    uncounted: int  # checks this machine could not run (the GPU check without CUDA)
+    notebook_reason: str
+    written: tuple[Written, ...]
+    pending: float  # written points still to be graded
+    written_total: float
+
+
+def score_line(result: SubmissionResult) -> str:
+    """The header's score. Written answers a human has not graded yet are neither earned nor lost: they are named
+    apart ("Score: 111 / 111 so far · 13 written points still to be graded"), not counted as missing points."""
+    pending = sum(test.max_score for test in result.tests if test.group == "written" and test.status == "pending")
+    if not pending:
+        return f"Score: {result.score:g} / {result.max_score:g}"
+    return (f"Score: {result.score:g} / {result.max_score - pending:g} so far · {pending:g} written points still to "
+            "be graded")
+
+
+def _concept(test: TestResult) -> str:
+    return test.output.split("\nWhat happened: ")[0].strip()
+
+
+def _check(test: TestResult) -> Check:
+    comment = instructor_comment(test)
+    if comment:
+        return Check(test.name, test.score, test.max_score, GRADED, comment=comment)
+    concept, _, happened = test.output.partition("\nWhat happened: ")
+    return Check(test.name, test.score, test.max_score, concept.strip(), happened, test.group == "notebook")
+
+
+def view(result: SubmissionResult) -> FeedbackView:
+    """What ``result``'s student is shown (a pure function of the record)."""
+    written = [test for test in result.tests if test.group == "written"]
+    checks = [test for test in result.tests if test.group != "written"]
+    blocked = [test for test in checks if test.status == "failed" and test.blocked_by]
+    hidden = [test for test in checks if test.visibility not in SHOWN and test.counted]
+    failed = tuple(_check(test) for test in checks if test.status == "failed" and test.visibility in SHOWN)
+    passed = tuple(Check(test.name, test.score, test.max_score, comment=instructor_comment(test))
+                   for test in checks if test.status == "passed" and test.visibility in SHOWN)
+    fix_first = tuple((part, len(mine), sum(test.max_score for test in mine))
+                      for part in dict.fromkeys(test.blocked_by for test in blocked)
+                      for mine in [[test for test in blocked if test.blocked_by == part]])
+    return FeedbackView(
+        student=result.student, score_line=score_line(result), unfinished=result.unfinished is not None,
+        notices=tuple(result.notices),
+        parts=tuple((group, score, top) for group, (score, top) in result.group_scores().items()),
+        fix_first=fix_first, failed=failed, passed=passed,
+        # Hidden checks stay unnamed, but the idea each one missed is what the student needs to learn.
+        missed=tuple(dict.fromkeys(_concept(test) for test in hidden
+                                   if test.status == "failed" and not test.blocked_by)),
+        hidden=len(hidden), uncounted=sum(not test.counted for test in checks),
+        notebook_reason=result.notebook.reason if result.notebook is not None else "",
+        written=tuple(Written(test.name.removeprefix("written: "),
+                              "still to be graded" if test.status == "pending" else
+                              f"{test.score:g}/{test.max_score:g}",
+                              GRADED if instructor_comment(test) else test.output.partition(COMMENT)[0],
+                              instructor_comment(test)) for test in written),
+        pending=sum(test.max_score for test in written if test.status == "pending"),
+        written_total=sum(test.max_score for test in written))
+

@@ -1,0 +1,41 @@
+"""The guides' figures are read without their code: every heatmap has a colour bar with its quantity, and axes
+named for what they index (position and feature; query and key positions)."""
+
+import matplotlib.figure
+
+from autograder.figures import lesson_figures
+from lesson import LESSON
+
+
+def drawn(monkeypatch, draw):
+    """The matplotlib figures ``draw()`` saves, as objects (their axes and labels can be read back)."""
+    figures, save = [], matplotlib.figure.Figure.savefig
+
+    def keep(figure, *args, **kwargs):
+        figures.append(figure)
+        return save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    paths = draw()
+    return dict(zip((path.name for path in paths), figures))
+
+
+def parts(figure):
+    """``(plot axes, colour bars)`` of a figure."""
+    axes = figure.get_axes()
+    return ([ax for ax in axes if ax.get_label() != "<colorbar>"], [ax for ax in axes if ax.get_label() == "<colorbar>"])
+
+
+def test_the_lessons_heatmaps_have_colour_bars_and_named_axes(monkeypatch, tmp_path):
+    figures = drawn(monkeypatch, lambda: lesson_figures(LESSON, tmp_path))
+    assert set(figures) == {"positional_encoding.png", "attention_heads.png"}
+
+    plots, bars = parts(figures["positional_encoding.png"])
+    assert len(bars) == 1 and bars[0].get_ylabel() == "encoding value"
+    assert plots[0].get_ylabel() == "position" and plots[0].get_xlabel().startswith("feature")
+
+    plots, bars = parts(figures["attention_heads.png"])
+    assert len(plots) == 4 and len(bars) == 1 and "attention weight" in bars[0].get_ylabel()
+    assert plots[0].get_ylabel() == "query position"
+    assert {ax.get_xlabel() for ax in plots} == {"key position"}
+    assert plots[0].get_yticklabels()[1].get_text() == "1: charge"  # positions numbered, tokens beside them
