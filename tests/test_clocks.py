@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,9 +21,9 @@ from autograder.reference import load_reference
 from autograder.remote import CallTimeout, MachineBusy, RemoteSubmission, SubmissionFailure
 from autograder.results import GraderFailure
 from autograder.sandbox import Limits, choose_sandbox
-from autograder.launch import WorkerFactory
 from autograder.submission import read_files
 from lesson import CATALOGUE, CONTRACT, LESSON, MODULES, SOLUTIONS
+from workers import remote_over, worker_factory
 
 # ------------------------------------------------------------------ the backstop, on injected readings
 
@@ -203,18 +201,8 @@ def busy_machine():
 
 @pytest.fixture(scope="module")
 def factory():
-    with tempfile.TemporaryDirectory(prefix="clocks-") as scratch:
-        made = WorkerFactory(choose_sandbox("auto", limits=Limits(call_seconds=2.0)), scratch, LESSON)
-        try:
-            yield made, Path(scratch)
-        finally:
-            made.close()
-
-
-def _submission(factory, folder):
-    made, scratch = factory
-    files, _ = read_files(folder, CONTRACT)
-    return RemoteSubmission(made.sandbox, made.launcher(files, scratch), CONTRACT, files=files)
+    with worker_factory("clocks-", call_seconds=2.0) as made:
+        yield made
 
 
 def _edited(tmp_path, name, old, new):
@@ -231,7 +219,7 @@ FIRST_LINE = "    if max_seq_len < 1:"
 
 def test_a_sleeping_call_gets_nothing_and_the_next_call_still_works(tmp_path, factory):
     folder = _edited(tmp_path, "sleeper", FIRST_LINE, "    import time; time.sleep(10_000)\n" + FIRST_LINE)
-    remote = _submission(factory, folder)
+    remote = remote_over(factory, folder)
     try:
         with pytest.raises(CallTimeout) as caught:
             remote.get_positional_encoding(4, 8)
@@ -243,7 +231,7 @@ def test_a_sleeping_call_gets_nothing_and_the_next_call_still_works(tmp_path, fa
 
 def test_a_cpu_burning_call_is_charged(tmp_path, factory):
     folder = _edited(tmp_path, "burner", FIRST_LINE, "    while True:\n        pass\n" + FIRST_LINE)
-    remote = _submission(factory, folder)
+    remote = remote_over(factory, folder)
     try:
         with pytest.raises(CallTimeout) as caught:
             remote.get_positional_encoding(4, 8)
@@ -326,7 +314,7 @@ def _vectorized_check():
 
 
 def _passes(factory, folder):
-    remote = _submission(factory, folder)
+    remote = remote_over(factory, folder)
     try:
         _vectorized_check()(remote, load_reference(LESSON))
         return True

@@ -3,21 +3,18 @@ are left unchanged by every call": the worker compares each argument with a copy
 when asked), and the judge takes the answer as data, checked like every other reply field."""
 
 import math
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
 
 from autograder import clocks
-from autograder.launch import WorkerFactory
 from autograder.mutants import Edit, Mutant, build
 from autograder.remote import BadValue, RemoteSubmission
 from autograder.sandbox import Limits, choose_sandbox
-from autograder.submission import read_files
 from autograder.worker import protocol
 from autograder.worker.session import run_call
 from lesson import CONTRACT, LESSON
+from workers import remote_over, worker_factory
 
 NAN = float("nan")
 
@@ -71,18 +68,8 @@ def test_an_ordinary_call_returns_its_value_and_copies_nothing():
 
 @pytest.fixture(scope="module")
 def factory():
-    with tempfile.TemporaryDirectory(prefix="changes-") as scratch:
-        made = WorkerFactory(choose_sandbox("auto", limits=Limits(call_seconds=10.0)), scratch, LESSON)
-        try:
-            yield made, Path(scratch)
-        finally:
-            made.close()
-
-
-def _submission(factory, folder):
-    made, scratch = factory
-    files, _ = read_files(folder, CONTRACT)
-    return RemoteSubmission(made.sandbox, made.launcher(files, scratch), CONTRACT, files=files)
+    with worker_factory("changes-", call_seconds=10.0) as made:
+        yield made
 
 
 def _built(tmp_path, ident, *edits):
@@ -106,7 +93,7 @@ def _same(a, b):
 
 def test_the_reference_changes_none_of_its_inputs(tmp_path, factory):
     x, q, k, v, causal = _inputs()
-    remote = _submission(factory, _built(tmp_path, "reference"))
+    remote = remote_over(factory, _built(tmp_path, "reference"))
     try:
         value, changed = remote.call_reporting_changes("split_heads", x, 4)
         assert changed == () and _same(value, remote.split_heads(x, 4)), "the usual result comes with the report"
@@ -151,7 +138,7 @@ def _call_changing(remote, ident):
 @pytest.mark.parametrize("ident", sorted(IN_PLACE))
 def test_a_call_that_changes_its_input_in_place_is_reported(ident, tmp_path, factory):
     edit, expected = IN_PLACE[ident]
-    remote = _submission(factory, _built(tmp_path, ident, edit))
+    remote = remote_over(factory, _built(tmp_path, ident, edit))
     try:
         value, changed = _call_changing(remote, ident)
         assert changed == expected

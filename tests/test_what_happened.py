@@ -6,18 +6,15 @@ sandbox this machine offers.
 """
 
 import re
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
 
 from autograder.mutants import Edit, Mutant, build, load_catalogue
-from autograder.remote import BadValue, RemoteSubmission, StudentError
-from autograder.sandbox import choose_sandbox
+from autograder.remote import BadValue, StudentError
 from autograder.submission import read_files
 from lesson import CATALOGUE, CONTRACT, LESSON
+from workers import remote_over, worker_factory
 
 # The attention module's softmax output, changed in place: its backward needs it as it was (a real mistake).
 IN_PLACE = Edit(file="attention.py", old="    weights = torch.softmax(scores, dim=-1)  # normalise over keys\n",
@@ -41,15 +38,8 @@ PLACE = re.compile(r" at (\w+)\.py:(\d+)")
 @pytest.fixture(scope="module")
 def factory():
     """One worker factory (a warm zygote where there is one) for every submission here."""
-    from autograder.launch import WorkerFactory
-
-    scratch = Path(tempfile.mkdtemp(prefix="mha-pe-wording-"))  # a confined worker's user must pass through
-    factory = WorkerFactory(choose_sandbox("auto"), scratch, LESSON)
-    try:
-        yield factory, scratch
-    finally:
-        factory.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+    with worker_factory("mha-pe-wording-") as made:
+        yield made
 
 
 @pytest.fixture
@@ -62,7 +52,7 @@ def submit(factory, tmp_path):
         mutant = mutant or Mutant(id="edited", title="edited", edits=edits)
         folder = build(mutant, tmp_path / f"submission-{len(opened)}", LESSON)
         files, _ = read_files(folder, CONTRACT)
-        remote = RemoteSubmission(factory.sandbox, factory.launcher(files, scratch), CONTRACT, files=files)
+        remote = remote_over((factory, scratch), folder)
         opened.append(remote)
         return remote, {module: data.decode() for module, data in files.items()}
 
