@@ -94,3 +94,18 @@ def test_the_demo_grades_code_and_notebooks_together_and_succeeds(tmp_path):
     notebook = rubric_totals.notebook()
     assert reference["notebook"] == f"{notebook.auto:g}" and reference["notebook_pending_manual"] == f"{notebook.manual:g}"
     assert (tmp_path / "graded" / "nbgrader" / "gradebook.db").exists()
+
+
+def test_the_template_command_is_named_for_what_it_makes_and_release_to_still_works(monkeypatch, tmp_path, capsys):
+    """``classroom --to DIR`` writes the Classroom template and the top-level help names it; ``release --to DIR``,
+    its first name, does the same."""
+    from autograder import classroom
+
+    written = []
+    monkeypatch.setattr(classroom, "write_template", lambda to, lesson: written.append(to) or ["README.md"])
+    assert cli.main(["classroom", "--to", str(tmp_path / "a")]) == 0
+    assert cli.main(["release", "--to", str(tmp_path / "b")]) == 0
+    assert written == [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert capsys.readouterr().out.count("template repository with 1 files") == 2
+    top = cli.build_parser().format_help()
+    assert "classroom --to DIR" in top and "similarity OUT --class CLASS_DIR" in top
