@@ -468,7 +468,8 @@ def test_a_lying_tensor_subclass_arrives_as_plain_zeros(attacked):
     """Its zeros have the right shape (that check passes, honestly); no value check believes its claims."""
     result = attacked["results"]["tensor-subclass"]
     assert {test.id for test in result.tests if test.status == "passed"} == {"test_split_shape"}
-    assert not any("TypeError" in test.output for test in result.tests)
+    # What happened, never the concept's text (which may name an exception a contract asks for).
+    assert not any("TypeError" in test.output.partition("\nWhat happened: ")[2] for test in result.tests)
 
 
 def test_the_honest_students_beside_them_keep_full_marks(attacked):
