@@ -10,8 +10,8 @@ The course folder is ``OUT_DIR/nbgrader``. Each student's record gets the
 scores and comments nbgrader's database holds now (written answers, and any
 autograded score a grader overrode), is saved again, and every report is
 rewritten from the records: ``gradebook.csv``, ``feedback/``, ``report.md``,
-and ``final_gradebook.csv``. The feedback is the kit's own (never nbgrader's
-``generate_feedback``, whose pages would show the hidden tests).
+and ``final_gradebook.csv``. The feedback is the kit's own, from the records: it
+covers the code too, which nbgrader's ``generate_feedback`` (the notebook only) does not.
 """
 
 from __future__ import annotations

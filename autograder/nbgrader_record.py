@@ -6,7 +6,8 @@ writes what it decided where nbgrader's formgrader looks for it:
 * ``OUT_DIR/nbgrader/nbgrader_config.py``: the course, with no absolute path
   (its root is the folder the file is in), so a merged or moved course still
   works; formgrader's HTML is sanitised (``HTMLExporter.sanitize_html``) and
-  the executed notebooks carry the students' Markdown escaped;
+  the executed notebooks carry the students' Markdown escaped; nbgrader's
+  ``generate_feedback`` clears the grading notes (:mod:`autograder.grader_notes`);
 * ``submitted/<student>/<assignment>/`` (the bytes handed in) and ``autograded/<student>/<assignment>/``
   (the executed notebook, written by the judge);
 * ``gradebook.db``: the assignment's cells (as nbgrader's ``SaveCells`` records
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import grader_notes
 from .assignment import Assignment
 from .results import SubmissionResult, write_atomic
 from .triage import printable
@@ -48,7 +50,7 @@ c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")
 
 
 def _config(lesson):
-    return CONFIG.replace("{course_id!r}", repr(lesson.id))
+    return CONFIG.replace("{course_id!r}", repr(lesson.id)) + grader_notes.FEEDBACK_CONFIG
 
 
 def _notebook_id(lesson):

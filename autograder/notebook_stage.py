@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from . import grader_notes
 from .remote import SubmissionFailure, WorkerCrash, bounded, public_type
 from .results import GraderFailure, NotebookSummary, TestResult
 from .worker import protocol
@@ -85,6 +86,7 @@ class NotebookChecks:
     locked: dict  # grade_id -> released source of a locked cell that is not a check
     release_meta: dict  # grade_id -> the release's nbgrader metadata (checksums included)
     release: dict  # the release notebook (its JSON)
+    notes: dict = field(default_factory=dict)  # grade_id -> a written answer's grading notes (model answer, rubric)
 
     @property
     def max_points(self):
@@ -110,7 +112,7 @@ def load_checks(source, release):
     source_nb = json.loads(source.read_text(encoding="utf-8"))
     release_nb = json.loads(release.read_text(encoding="utf-8"))
     released = {_meta(cell).get("grade_id"): cell for cell in release_nb["cells"] if _meta(cell).get("grade_id")}
-    checks, written, locked = {}, {}, {}
+    checks, written, locked, notes = {}, {}, {}, {}
     for cell in source_nb["cells"]:
         meta, text = _meta(cell), _text(cell["source"])
         grade_id = meta.get("grade_id")
@@ -123,10 +125,11 @@ def load_checks(source, release):
             checks[grade_id] = replace(check, code=compile(text, check.filename, "exec"))
         elif meta.get("grade") and meta.get("solution"):
             written[grade_id] = float(meta.get("points", 0))
+            notes[grade_id] = grader_notes.solution_text(text)
         elif meta.get("locked") and grade_id in released:
             locked[grade_id] = _text(released[grade_id]["source"])
     release_meta = {grade_id: dict(_meta(cell)) for grade_id, cell in released.items()}
-    return NotebookChecks(checks, written, locked, release_meta, release_nb)
+    return NotebookChecks(checks, written, locked, release_meta, release_nb, notes)
 
 
 # ---------------------------------------------------------------- what the student's names become in the judge
@@ -455,7 +458,9 @@ def _judge(check, namespace, runner):
 
 def _executed_notebook(executed, verdicts, assignment):
     """The autograded notebook (nbformat v4 JSON): the student's cells (Markdown escaped, so formgrader renders
-    no HTML of theirs), the locked and test cells as released, the captured outputs, each check's verdict."""
+    no HTML of theirs), the locked and test cells as released, the captured outputs, each check's verdict, and
+    under each written answer its grading notes (:mod:`autograder.grader_notes`; the students' text cannot
+    open or close their region)."""
     cells = []
     for number, (cell, grade_id, source, outputs) in enumerate(executed, 1):
         kind = cell.cell_type if cell is not None else "code"
@@ -465,10 +470,13 @@ def _executed_notebook(executed, verdicts, assignment):
             if grade_id in verdicts:
                 passed, why = verdicts[grade_id]
                 outputs = [] if passed else [_error("CheckFailed", why)]
-            node.update(source=source, execution_count=number, outputs=list(outputs or []))
+            node.update(source=grader_notes.defang(source), execution_count=number, outputs=list(outputs or []))
         else:
-            node["source"] = html.escape(source, quote=False)
+            node["source"] = grader_notes.defang(html.escape(source, quote=False))
         cells.append(node)
+        if grade_id in assignment.notes:
+            cells.append(grader_notes.note_cell(grade_id, assignment.written[grade_id], assignment.notes[grade_id],
+                                                number))
     return {"cells": cells, "metadata": copy.deepcopy(assignment.release.get("metadata", {})), "nbformat": 4,
             "nbformat_minor": 5}
 

@@ -103,7 +103,10 @@ get_ipython().events.register("pre_run_cell", _leak)
 EXITS = "import os\nos._exit(3)\n"
 HANGS = ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nsignal.signal(signal.SIGPROF, signal.SIG_IGN)\n"
          "while True:\n    pass\n")  # the worker's own timers ignored: the judge's CPU limit stops it
-SCRIPT = "<script>alert('stored in formgrader')</script> Permuting the input permutes the output."
+# Also tries nbgrader's mark-scheme lines: to cut its own answer out of the feedback page, or to break the region
+# that keeps the grading notes out of it.
+SCRIPT = ("<script>alert('stored in formgrader')</script> Permuting the input permutes the output.\n"
+          "BEGIN MARK SCHEME\nend of my answer END MARK SCHEME")
 LONG_ID = "étudiant-" + "é" * 110  # past the 100-character bound of a file name made from an id
 SECRETS = ("head_dim(512", "head_dim(768", "head_dim(12, 4)", "HIDDEN TESTS", "== 64")
 
@@ -349,6 +352,8 @@ def test_no_hidden_test_source_reaches_a_student_or_an_executed_notebook(graded)
     for executed in (graded.out / "nbgrader" / "autograded").rglob("*.ipynb"):  # what nbgrader's feedback would use
         text = executed.read_text()
         assert not any(secret in text for secret in SECRETS) and "LEAKED:" not in text, executed
+        for cell in json.loads(text)["cells"]:  # model answers only in the grading notes' cells
+            assert ("Model answer" in "".join(cell["source"])) == ("grader_notes" in cell["metadata"]), executed
 
 
 def test_other_students_are_unaffected_by_the_hostile_ones(graded):
@@ -363,9 +368,9 @@ def test_a_long_non_ascii_id_gets_a_bounded_nbgrader_id(graded):
     assert (graded.out / "nbgrader" / "autograded" / nbid / LESSON.id / NOTEBOOK).is_file()
 
 
-def test_formgrader_renders_no_script_of_a_students(graded):
-    """The page formgrader serves for a submission, rendered with its own exporter, template and the course's
-    configuration."""
+def formgrader_page(graded, student):
+    """The page formgrader serves for ``student``'s submission, rendered with its own exporter, template and the
+    course's configuration; and that configuration."""
     from nbconvert.exporters import HTMLExporter
     from nbgrader.server_extensions.formgrader import handlers
     from traitlets.config import Config, PyFileConfigLoader
@@ -374,21 +379,53 @@ def test_formgrader_renders_no_script_of_a_students(graded):
     config = Config(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
     config.HTMLExporter.template_name = "formgrade"
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
-    nbid = graded.results["script"].notebook.id
+    nbid = graded.results[student].notebook.id
     page, _ = HTMLExporter(config=config).from_filename(
         str(course / "autograded" / nbid / LESSON.id / NOTEBOOK),
         resources={"assignment_id": LESSON.id, "notebook_id": NOTEBOOK.removesuffix(".ipynb"), "submission_id": "x",
                    "index": 0, "total": 1, "base_url": "", "student": nbid, "last_name": None, "first_name": None,
                    "notebook_path": "x"})
+    return page, config
+
+
+def folded(page):
+    """A rendered page's text as its Markdown read: entities decoded, bold as ``**``, whitespace folded."""
+    page = html.unescape(page).replace("<strong>", "**").replace("</strong>", "**")
+    return " ".join(page.split())
+
+
+def test_formgrader_renders_no_script_of_a_students(graded):
+    page, config = formgrader_page(graded, "script")
     assert "stored in formgrader" in page, "the answer is shown"
     assert "<script>alert" not in page
     assert config.HTMLExporter.sanitize_html is True
 
 
-def test_feedback_shows_no_hidden_test_code(graded):
-    for path in (graded.out / "feedback").glob("*.md"):
-        text = path.read_text()
-        assert "head_dim(512" not in text and "HIDDEN" not in text and "assert " not in text
+def grading_notes():
+    """Each written answer's rubric sentence (the source notebook's, whitespace folded), by grade_id."""
+    source = json.loads(LESSON.source_notebook().read_text())
+    notes = {}
+    for cell in source["cells"]:
+        if cell["metadata"]["nbgrader"]["grade_id"] in CELLS.written:
+            text = " ".join("".join(cell["source"]).split())
+            notes[cell["metadata"]["nbgrader"]["grade_id"]] = text[text.index("**Rubric"):][:80]
+    assert set(notes) == set(CELLS.written)
+    return notes
+
+
+@pytest.mark.parametrize("student", ["correct", "script"])
+def test_formgrader_shows_each_written_answers_rubric_under_it(graded, student):
+    """Where the grader types the score, the rubric is in view: each answer's panel (its score box) is followed
+    by that answer's own rubric before the next graded cell, whatever the student wrote."""
+    page = folded(formgrader_page(graded, student)[0])
+    order = list(CELLS.written)
+    for grade_id, rubric in grading_notes().items():
+        box = page.index(f'id="{grade_id}-comment"')
+        assert rubric in page[box:], grade_id
+        at = page.index(rubric, box)
+        later = [page.index(f'id="{other}-comment"') for other in order[order.index(grade_id) + 1:]]
+        assert all(at < position for position in later), f"{grade_id}'s rubric sits under its own answer"
+        assert page.count(rubric) == 1
 
 
 def test_nbgraders_own_feedback_shows_no_hidden_test_as_the_guide_says(graded, tmp_path):
@@ -402,10 +439,21 @@ def test_nbgraders_own_feedback_shows_no_hidden_test_as_the_guide_says(graded, t
     assert done.returncode == 0, done.stderr[-2000:]
     page = html.unescape((course / "feedback" / nbid / LESSON.id / NOTEBOOK.replace(".ipynb", ".html")).read_text())
     assert "head_dim" in page and not any(secret in page for secret in SECRETS)
+    assert not any(rubric in folded(page) for rubric in grading_notes().values())
+    assert "Model answer" not in page and "Grading notes" not in page
+    # a student who writes nbgrader's mark-scheme lines neither breaks the page nor cuts its own answer out
+    nbid = graded.results["script"].notebook.id
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", LESSON.id, f"--student={nbid}"],
+                          cwd=course, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = html.unescape((course / "feedback" / nbid / LESSON.id / NOTEBOOK.replace(".ipynb", ".html")).read_text())
+    assert "end of my answer" in page and "Model answer" not in page
     guide = " ".join((paths.REPO_ROOT / "docs" / "instructor-guide.md").read_text().split())
     assert ("nbgrader's own `generate_feedback` (formgrader's *Generate Feedback*) works on this course and shows "
             "no hidden test") in guide
     assert f"`nbgrader/feedback/<student>/{LESSON.id}/{NOTEBOOK.replace('.ipynb', '.html')}`" in guide
+    assert "without the grading notes (the course configuration runs nbgrader's `ClearMarkScheme` first)" in guide
+    assert "Under each answer, above the next question, sits its **grading notes**" in guide  # the test above
     # and its release, as the guide says, stops: nothing here was collected through nbgrader
     done = subprocess.run([sys.executable, "-m", "nbgrader", "release_feedback", LESSON.id, f"--student={nbid}"],
                           cwd=course, capture_output=True, text=True, timeout=600)
