@@ -11,8 +11,6 @@ database once the class is graded); this one runs them in order.
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from .assignment import Assignment
 from .dispatch import judge_loop
 from .errors import KitError
 from .judge_pool import grade_in_parallel
+from .machine_load import LoadWatch
 from .planning import discover, plan, shard_students, without_clashes, write_shard_file
 from .progress import Progress
 from .reports import write_reports
@@ -83,7 +82,7 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
         graded.append(result)
         bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
 
-    started, load = time.monotonic(), os.getloadavg()[0]  # timings mean little without the load they ran under
+    watch = LoadWatch()  # timings mean little without the load they ran under
     if jobs == 1 or len(tasks) <= 1:
         judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook)
     else:
@@ -95,10 +94,9 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     if shard is not None:
         write_shard_file(out_dir, shard, [result.student for result in class_results])
     write_reports(class_results, out_dir)
-    seconds = time.monotonic() - started
-    emit(f"graded {len(graded)} submission(s) in {seconds:.1f} s ({seconds / max(1, len(graded)):.1f} s a student; "
-         f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores; "
-         f"sandbox: {sandbox.mode}); results in {out_dir}")
+    load = watch.finish()
+    emit(f"graded {len(graded)} submission(s) in {load.seconds:.1f} s: {load.describe(len(graded), jobs)}; "
+         f"sandbox: {sandbox.mode}; results in {out_dir}")
     for line in triage.summary(class_results):  # whom to look at, and the written answers left to grade
         emit(line)
     return class_results

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from autograder import cli, paths
-from autograder.bench import run_bench
+from autograder.bench import jobs_to_measure, run_bench
 from lesson import LESSON
 
 import rubric_totals
@@ -74,11 +74,18 @@ def test_benchmark_baseline_is_the_same_encoding(reference):
 def test_benchmark_reports_every_ratio_with_its_goal():
     lines = []
     results = run_bench(LESSON, repeats=1, emit=lines.append, class_size=2, notebooks=1)
+    more = {f"grading_{kind}_jobs{jobs}" for jobs in jobs_to_measure()[2:] for kind in ("ratio", "speedup")}
     assert set(results) == {"encoding_speedup", "attention_ratio_output_only", "attention_ratio_weights_returned",
-                            "grading_ratio_jobs1", "grading_ratio_jobs2", "grading_speedup", "notebook_seconds",
-                            "notebook_ratio"}
+                            "grading_ratio_jobs1", "grading_ratio_jobs2", "grading_speedup", "class_notebook_ratio",
+                            "nbgrader_notebook_ratio"} | more
     assert all(value > 0 for value in results.values())
+    # the lesson's 3, then the issue's: --jobs 1, the speed-up at --jobs 2, a class with notebooks
     assert sum("goal" in line for line in lines) == 6
+    assert any(line.startswith("nbgrader's own autograde of the same notebooks") for line in lines)
+
+
+def test_the_bench_times_more_judges_only_where_the_cores_are():
+    assert jobs_to_measure(2) == [1, 2] and jobs_to_measure(4) == [1, 2, 4] and jobs_to_measure(16) == [1, 2, 4, 8]
 
 
 def test_the_demo_grades_code_and_notebooks_together_and_succeeds(tmp_path):

@@ -97,8 +97,9 @@ def test_the_run_ends_with_its_time_per_student_and_the_load_it_saw(graded):
     last = next(line for line in reversed(SAID) if line.startswith("graded "))
     assert SAID[-1].startswith("needs a look"), SAID[-1]
     assert last.startswith(f"graded {len(results)} submission(s) in "), last
-    assert re.search(r"\(\d+\.\d s a student; load average \d+\.\d at the start, \d+\.\d at the end, on "
-                     r"\d+ cores; sandbox: \w+\)", last), last
+    assert re.search(r": \d+\.\d\d students a second at --jobs 1 \(\d+\.\d\d s a student\); "
+                     r"\d+\.\d of \d+ cores busy; "
+                     r"load average \d+\.\d at the start, \d+\.\d at the end; sandbox: \w+; results in ", last), last
 
 
 def test_its_reports_are_written(lesson, graded):

@@ -484,3 +484,14 @@ def test_a_check_a_broken_part_blocks_fails_charged_to_that_part_and_the_feedbac
     assert "(0/3): The mask reaches every head." in text.split("## To work on")[1], "a visible one keeps its idea"
     plain = feedback.render(SubmissionResult("s", (own,)))
     assert "Fix first" not in plain
+
+
+def test_the_grade_summary_states_rate_jobs_cores_and_load_and_leaves_out_what_it_cannot_read():
+    from autograder.machine_load import LoadWatch, RunLoad
+
+    line = RunLoad(seconds=10.0, cores=2, busy_cores=1.94, load_start=0.4, load_end=2.06).describe(40, 2)
+    assert line == ("4.00 students a second at --jobs 2 (0.25 s a student); 1.9 of 2 cores busy; "
+                    "load average 0.4 at the start, 2.1 at the end")
+    assert RunLoad(10.0, 2, None, None, None).describe(5, 1) == "0.50 students a second at --jobs 1 (2.00 s a student)"
+    measured = LoadWatch().finish()
+    assert measured.seconds > 0 and measured.cores >= 1
