@@ -152,7 +152,7 @@ def build_parser():
     bench = commands.add_parser("bench", parents=[lesson], help="print speed ratios measured side by side")
     bench.add_argument("--repeats", type=int, default=5, help="timed repetitions per measurement (default 5)")
     bench.add_argument("--class-size", type=int, default=100, help="synthetic class size for grading (0: skip)")
-    bench.add_argument("--notebooks", type=int, default=20, help="notebooks for the notebook stage, one-time costs included (0: skip)")
+    bench.add_argument("--notebooks", type=int, default=40, help="size of the class graded with its notebooks, beside nbgrader's autograde (0: skip)")
     bench.set_defaults(run=_bench)
 
     grade = commands.add_parser("grade", parents=[lesson], help="grade every student folder of a class in the sandbox")

@@ -137,9 +137,11 @@ def save_result(result: SubmissionResult, out_dir: str | Path) -> SubmissionResu
 
 
 def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
-               done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False) -> None:
+               done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
+               meanwhile: Callable[[], None] | None = None) -> None:
     """Grade ``tasks`` (an iterator) of ``assignment`` in this process, writing each result; call ``done(result)``
-    after each; ``notebook``: grade its notebook too (when it has one).
+    after each; ``notebook``: grade its notebook too (when it has one); ``meanwhile()``: work of the caller's
+    done while the zygote starts (this process would only wait for it).
 
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
     current tests.
@@ -158,6 +160,8 @@ def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
         try:
             factory.start()  # its torch import runs while the hidden tests are collected
             judge = Judge(assignment)
+            if meanwhile is not None:
+                meanwhile()
             task = next(tasks, None)
             current = prepare(task, factory, scratch_root, notebook) if task else None
             while current is not None:

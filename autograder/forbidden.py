@@ -40,22 +40,21 @@ def _root_name(node):
 LOOKUPS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "__getattr__", "get", "__getitem__"}
 
 
-def _looked_up_names(node):
-    """String constants used to look an attribute up by name inside ``node`` (never a plain string such as an
+def _looked_up_name(sub):
+    """The string constants ``sub`` uses to look an attribute up by name (never a plain string such as an
     ``__all__`` entry or a message, which may well equal one of the assignment's own public names)."""
-    names = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call):
-            func = sub.func
-            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if called in LOOKUPS:
-                names.update(arg.value for arg in sub.args if isinstance(arg, ast.Constant))
-        elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant):
-            names.add(sub.slice.value)  # vars(F)["..."], F.__dict__["..."]
-    return {name for name in names if isinstance(name, str)}
+    if isinstance(sub, ast.Call):
+        func = sub.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if called in LOOKUPS:
+            return [arg.value for arg in sub.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant) and isinstance(sub.slice.value, str):
+        return [sub.slice.value]  # vars(F)["..."], F.__dict__["..."]
+    return ()
 
 
 def _hits(node, aliases, direct, forbidden):
+    """The forbidden APIs ``node`` uses, in one walk of it."""
     found = set()
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute) and sub.attr in forbidden and _root_name(sub) in aliases:
@@ -64,7 +63,8 @@ def _hits(node, aliases, direct, forbidden):
             found.add(direct[sub.id])
         elif isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("torch"):
             found.update(forbidden[a.name] for a in sub.names if a.name in forbidden)
-    found.update(forbidden[name] for name in _looked_up_names(node) if name in forbidden)
+        else:
+            found.update(forbidden[name] for name in _looked_up_name(sub) if name in forbidden)
     return found
 
 

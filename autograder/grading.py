@@ -11,6 +11,7 @@ database once the class is graded); this one runs them in order.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +26,6 @@ from .judge_pool import grade_in_parallel
 from .machine_load import LoadWatch
 from .planning import discover, plan, shard_students, without_clashes, write_shard_file
 from .progress import Progress
-from .reports import write_reports
 from .results import SubmissionResult
 from .sandbox import Limits, Requested, Sandbox, choose_sandbox, lock_instructor_folders
 
@@ -47,6 +47,15 @@ def _sandbox(mode: str, limits: Limits | None, fork: bool, out_dir: Path, class_
             out_dir.mkdir(parents=True, exist_ok=True)
             lock_instructor_folders([*assignment.instructor_folders(), *TEST_FOLDERS, out_dir, class_dir])
     return sandbox
+
+
+def warm_reporting(notebook: bool) -> None:
+    """Import what the end of a run needs (the reports' matplotlib; nbgrader's database layer when notebooks
+    are graded) while this process would only wait for the zygote or the judges: seconds off the run's end."""
+    from . import reports  # noqa: F401 - imported for its start-up cost
+
+    if notebook:
+        nbgrader_record.warm()
 
 
 def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandbox_mode: Requested = "auto",
@@ -83,16 +92,19 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
         bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
 
     watch = LoadWatch()  # timings mean little without the load they ran under
+    meanwhile = functools.partial(warm_reporting, notebook=not skip_notebook)
     if jobs == 1 or len(tasks) <= 1:
-        judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook)
+        judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook, meanwhile)
     else:
-        grade_in_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, not skip_notebook)
+        grade_in_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, not skip_notebook, meanwhile=meanwhile)
     bar.close()
     if not skip_notebook and graded:
         nbgrader_record.record_class(out_dir, graded, assignment, emit)
     class_results = sorted(kept + graded, key=lambda result: result.student)
     if shard is not None:
         write_shard_file(out_dir, shard, [result.student for result in class_results])
+    from .reports import write_reports  # matplotlib: imported while the run waited (warm_reporting), not before
+
     write_reports(class_results, out_dir)
     load = watch.finish()
     emit(f"graded {len(graded)} submission(s) in {load.seconds:.1f} s: {load.describe(len(graded), jobs)}; "

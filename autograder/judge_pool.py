@@ -85,11 +85,14 @@ class JudgePool:
         self.deaths: dict[str, int] = {}  # per student: judges that died holding them
         self.selector = selectors.DefaultSelector()
 
-    def run(self, tasks: Iterable[Task], jobs: int) -> None:
-        """Grade ``tasks`` on up to ``jobs`` judges; ``on_done`` once per task, as each result is known."""
+    def run(self, tasks: Iterable[Task], jobs: int, meanwhile: Callable[[], None] | None = None) -> None:
+        """Grade ``tasks`` on up to ``jobs`` judges; ``on_done`` once per task, as each result is known;
+        ``meanwhile()`` once the judges are started (this process would only wait for them)."""
         self.pending = list(tasks)
         for _ in range(min(jobs, len(self.pending))):
             self._start()
+        if meanwhile is not None:
+            meanwhile()
         while self.selector.get_map():
             for key, _ in self.selector.select():
                 child = key.data
@@ -167,11 +170,12 @@ class JudgePool:
 
 def grade_in_parallel(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path, jobs: int,
                       on_done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
-                      judge_command: Sequence[str] = JUDGE_COMMAND) -> None:
+                      judge_command: Sequence[str] = JUDGE_COMMAND, meanwhile: Callable[[], None] | None = None
+                      ) -> None:
     """Grade ``tasks`` of ``assignment`` on ``jobs`` judge processes started with ``judge_command`` (plus a
-    manifest's path)."""
+    manifest's path); ``meanwhile()`` once they are started."""
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
         manifest = Path(tmp) / "manifest.json"
         write_manifest(manifest, sandbox, out_dir, notebook, assignment.descriptor)
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-        JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env).run(tasks, jobs)
+        JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env).run(tasks, jobs, meanwhile)

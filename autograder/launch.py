@@ -92,6 +92,7 @@ class _Channel:
         self.imported = set()
         self._stat = None  # clocks.StatFile of the worker's main process, once known
         os.set_blocking(to_worker, False)  # writes wait for the worker with the call's deadline, never forever
+        os.set_blocking(from_worker, False)  # reads too; a reply already there is read without a wait (protocol)
 
     def request(self, message, blobs, deadline, max_reply=protocol.MAX_BLOB):
         """Send one request and read its reply, both before ``deadline``; a reply over ``max_reply`` bytes is

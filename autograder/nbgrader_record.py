@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,21 @@ c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")
 
 def _config(lesson):
     return CONFIG.replace("{course_id!r}", repr(lesson.id)) + grader_notes.FEEDBACK_CONFIG
+
+
+def _api():
+    """nbgrader's ``Gradebook`` and ``MissingEntry``. Imported without ``rfc3987_syntax``: jsonschema (through
+    nbformat) loads it when it is installed and compiles some forty grammars for an IRI format check that nothing
+    here uses, seconds of a grading run on a busy machine. Marked absent, jsonschema skips that check."""
+    sys.modules.setdefault("rfc3987_syntax", None)
+    from nbgrader.api import Gradebook, MissingEntry
+
+    return Gradebook, MissingEntry
+
+
+def warm() -> None:
+    """Import nbgrader's database layer now (see :func:`_api`), while the caller would be waiting anyway."""
+    _api()
 
 
 def _notebook_id(lesson):
@@ -99,7 +115,7 @@ def write_notebooks(course: str | Path, lesson: Assignment, nbid: str, submitted
 
 def ensure_course(course: str | Path, lesson: Assignment) -> Path:
     """The course folder, its configuration and its database with the assignment's cells (made once)."""
-    from nbgrader.api import Gradebook, MissingEntry
+    Gradebook, MissingEntry = _api()
 
     course = Path(course)
     course.mkdir(parents=True, exist_ok=True)
@@ -161,7 +177,7 @@ def _stamp(db):
 def record(course: str | Path, results: list[SubmissionResult], lesson: Assignment) -> None:
     """Write the autograded notebook scores of ``results`` (SubmissionResults graded with the notebook) into the
     course database, as nbgrader's autograde would. A manual score given earlier is kept, and flagged for review."""
-    from nbgrader.api import Gradebook, MissingEntry
+    Gradebook, MissingEntry = _api()
 
     graded = [result for result in results if result.notebook is not None]
     if not graded:
@@ -203,7 +219,7 @@ class CellGrade:
 
 def read_cells(course: str | Path, nbid: str, lesson: Assignment) -> dict[str, CellGrade]:
     """``{grade_id: CellGrade}`` of one student's notebook, or ``{}`` when the database has no submission."""
-    from nbgrader.api import Gradebook, MissingEntry
+    Gradebook, MissingEntry = _api()
 
     if not (Path(course) / "gradebook.db").exists():
         return {}
@@ -223,7 +239,7 @@ def copy_manual(source_course: str | Path, target_course: str | Path, nbids: lis
                 ) -> None:
     """Copy manual scores, extra credit and grader comments of ``nbids`` from one course database to another
     (merging shards graded by hand before the merge)."""
-    from nbgrader.api import Gradebook, MissingEntry
+    Gradebook, MissingEntry = _api()
 
     if not (Path(source_course) / "gradebook.db").exists():
         return

@@ -229,31 +229,42 @@ def send(fd, message, blobs=(), deadline=None):
         view = view[written:]
 
 
-def _read_exactly(fd, size, deadline):
-    """``size`` bytes from ``fd``, read in place (a table of megabytes is copied once, not twice)."""
+def _read_exactly(fd, size, deadline, eager=False):
+    """``size`` bytes from ``fd``, read in place (a table of megabytes is copied once, not twice). With a
+    ``deadline``, each read waits for data until then; ``eager`` (``fd`` is non-blocking) reads first and waits
+    only when nothing is there yet: a frame written at once is read without a wait per part."""
     data = bytearray(size)
     view, done = memoryview(data), 0
     while done < size:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise ChannelTimeout("no reply in time")
-        count = os.readv(fd, [view[done:]])
+        if deadline is not None and not eager:
+            _wait_readable(fd, deadline)
+        try:
+            count = os.readv(fd, [view[done:]])
+        except BlockingIOError:
+            _wait_readable(fd, deadline)
+            continue
         if not count:
             raise ChannelClosed("the other side closed the channel")
         done += count
     return data
 
 
+def _wait_readable(fd, deadline):
+    left = None if deadline is None else deadline - time.monotonic()
+    if (left is not None and left <= 0) or not select.select([fd], [], [], left)[0]:
+        raise ChannelTimeout("no reply in time")
+
+
 def receive(fd, deadline=None, max_json=MAX_JSON, max_blob=MAX_BLOB):
     """Read one frame; return ``(message dict, list of blobs)``. ``deadline`` is a monotonic time; a frame whose
     header announces more than ``max_json`` bytes of JSON or ``max_blob`` bytes of blobs is refused before any of
     it is read."""
-    json_size, blob_size = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
+    eager = deadline is not None and not os.get_blocking(fd)
+    json_size, blob_size = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline, eager))
     if json_size > max_json or blob_size > max_blob:
         raise ProtocolError("message too large")
     try:
-        message = json.loads(_read_exactly(fd, json_size, deadline))
+        message = json.loads(_read_exactly(fd, json_size, deadline, eager))
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise ProtocolError("malformed message") from None
     if not isinstance(message, dict):
@@ -262,7 +273,7 @@ def receive(fd, deadline=None, max_json=MAX_JSON, max_blob=MAX_BLOB):
     if (not isinstance(sizes, list) or len(sizes) > MAX_NODES
             or not all(_is_int(n) and n >= 0 for n in sizes) or sum(sizes) != blob_size):
         raise ProtocolError("blob sizes do not add up")
-    data = memoryview(_read_exactly(fd, blob_size, deadline) if blob_size else b"")
+    data = memoryview(_read_exactly(fd, blob_size, deadline, eager) if blob_size else b"")
     blobs, offset = [], 0
     for size in sizes:
         blobs.append(data[offset : offset + size])  # a view: each tensor copies its own bytes once, on decoding

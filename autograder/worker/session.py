@@ -17,6 +17,7 @@ earns the same).
 
 import builtins
 import contextlib
+import functools
 import importlib
 import itertools
 import os
@@ -58,6 +59,13 @@ def seed_everything(seed=SEED):
         numpy.random.seed(seed)
 
 
+@functools.lru_cache(maxsize=1024)
+def _real_path(filename):
+    """``os.path.realpath``, once per file name (a traceback through torch names the same files again and
+    again; this worker serves one submission)."""
+    return os.path.realpath(filename)
+
+
 def _safe_text(value, limit=MESSAGE_LIMIT):
     """``str(value)`` cut to ``limit`` characters; a student's broken ``__str__`` cannot stop the reply."""
     try:
@@ -89,10 +97,10 @@ class Session:
     def _where(self, tb):
         """``file:line`` of the innermost frame of ``tb`` inside the submission."""
         where = None
-        for frame in traceback.extract_tb(tb):
-            path = os.path.realpath(frame.filename)
+        for frame, line in traceback.walk_tb(tb):  # no source lines read: only the place is wanted
+            path = _real_path(frame.f_code.co_filename)
             if path.startswith(self.root + os.sep):
-                where = f"{os.path.basename(path)}:{frame.lineno}"
+                where = f"{os.path.basename(path)}:{line}"
         return where
 
     def error_record(self, error):
