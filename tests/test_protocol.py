@@ -88,6 +88,27 @@ def test_a_silent_peer_times_out_and_a_closed_one_is_noticed():
     os.close(read_fd)
 
 
+@pytest.mark.parametrize("blocking", [True, False])
+def test_a_frame_cut_short_times_out_on_either_kind_of_pipe_and_a_whole_one_is_read(blocking):
+    """The judge's reply pipe is non-blocking (a reply already there is read without a wait per part): a worker
+    that writes half a frame and stops still meets the deadline, never holds the judge; a whole frame, written
+    at once, is read whole."""
+    import time
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, blocking)
+    try:
+        frame = struct.pack("<II", 20, 0) + b'{"blob_sizes": [],'  # its header promises more than follows
+        os.write(write_fd, frame)
+        with pytest.raises(protocol.ChannelTimeout):
+            protocol.receive(read_fd, deadline=time.monotonic() + 0.05)  # it read the cut frame's bytes
+        protocol.send(write_fd, {"value": 2}, [b"xyz"])
+        assert protocol.receive(read_fd, deadline=time.monotonic() + 5) == ({"value": 2}, [b"xyz"])
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
 def test_the_protocol_module_never_unpickles():
     source = open(protocol.__file__).read()
     assert "import pickle" not in source and "pickle." not in source and "eval(" not in source
