@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .assignment import Assignment
-from .machine_load import busy_cpu_seconds
+from .machine_load import busy_cpu_seconds, load_average
 from .reference import load_reference
 
 # Goals as ratios to a bare torch import (issue "every core counts"): code grading per submission end to end at
@@ -173,8 +173,9 @@ def run_bench(assignment: Assignment, repeats: int = 5, emit: Callable[[str], No
     if not (class_size or (notebooks and assignment.notebook)):
         return results
     unit = bare_torch_import()
-    emit(f"bare 'python -c \"import torch\"': {unit:.2f} s (the unit below); {os.cpu_count()} cores, load average "
-         f"{os.getloadavg()[0]:.1f}")
+    load = load_average()
+    emit(f"bare 'python -c \"import torch\"': {unit:.2f} s (the unit below); {os.cpu_count()} cores"
+         + (f", load average {load:.1f}" if load is not None else ""))
     if class_size:
         results.update(grading_throughput(class_size, emit, assignment, unit, rounds=min(repeats, 2)))
     if notebooks and assignment.notebook:

@@ -495,3 +495,21 @@ def test_the_grade_summary_states_rate_jobs_cores_and_load_and_leaves_out_what_i
     assert RunLoad(10.0, 2, None, None, None).describe(5, 1) == "0.50 students a second at --jobs 1 (2.00 s a student)"
     measured = LoadWatch().finish()
     assert measured.seconds > 0 and measured.cores >= 1
+
+
+def test_the_reports_head_start_never_stops_a_run(monkeypatch):
+    """``warm_reporting`` runs before the class is graded: an import it cannot make is left to the real use
+    (which says so), never raised."""
+    from autograder import grading, nbgrader_record
+
+    tried = []
+
+    def broken():
+        tried.append(True)
+        raise ImportError("no nbgrader here")
+
+    monkeypatch.setattr(nbgrader_record, "warm", broken)
+    assert grading.warm_reporting(notebook=True) is None
+    assert tried == [True], "it did try: the failure was met and kept from the run"
+    grading.warm_reporting(notebook=False)
+    assert tried == [True], "no notebook graded: nbgrader is not needed"
