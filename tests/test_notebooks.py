@@ -401,6 +401,13 @@ def test_formgrader_renders_no_script_of_a_students(graded):
     assert config.HTMLExporter.sanitize_html is True
 
 
+def test_feedback_shows_no_hidden_test_code(graded):
+    for path in (graded.out / "feedback").glob("*.md"):
+        text = path.read_text()
+        assert "head_dim(512" not in text and "HIDDEN" not in text and "assert " not in text
+        assert "Model answer" not in text and "Grading notes" not in text, "the grading notes stay in formgrader"
+
+
 def grading_notes():
     """Each written answer's rubric sentence (the source notebook's, whitespace folded), by grade_id."""
     source = json.loads(LESSON.source_notebook().read_text())
