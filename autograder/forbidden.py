@@ -10,13 +10,14 @@ catch the indirect cases this misses (helpers, computed names).
 
 import ast
 
+from .source_tree import ParsedFile, parse
 from .worker.contract import Contract
 
 
-def _torch_aliases(tree, forbidden):
+def _torch_aliases(nodes, forbidden):
     """Names bound to torch or its submodules, and forbidden names imported directly from torch."""
     aliases, direct = set(), {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "torch" or alias.name.startswith("torch."):
@@ -53,10 +54,10 @@ def _looked_up_name(sub):
     return ()
 
 
-def _hits(node, aliases, direct, forbidden):
-    """The forbidden APIs ``node`` uses, in one walk of it."""
+def _hits(nodes, aliases, direct, forbidden):
+    """The forbidden APIs used by ``nodes`` (a statement and every node under it)."""
     found = set()
-    for sub in ast.walk(node):
+    for sub in nodes:
         if isinstance(sub, ast.Attribute) and sub.attr in forbidden and _root_name(sub) in aliases:
             found.add(forbidden[sub.attr])
         elif isinstance(sub, ast.Name) and sub.id in direct:
@@ -68,34 +69,37 @@ def _hits(node, aliases, direct, forbidden):
     return found
 
 
-def scan_module(source: str, module: str, contract: Contract) -> dict[str, set[str]]:
-    """``{contract name: set of forbidden APIs}`` for one student file; module-level use taints every name."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+def scan_module(source: str | ParsedFile | None, module: str, contract: Contract) -> dict[str, set[str]]:
+    """``{contract name: set of forbidden APIs}`` for one student file (its text, or its tree already parsed);
+    module-level use taints every name."""
+    parsed = source if isinstance(source, ParsedFile) or source is None else parse(source)
+    if parsed is None:
         return {}  # the import will fail and say so (a parser's recursion limit is the submission's doing too)
     forbidden = contract.forbidden_by_name
-    aliases, direct = _torch_aliases(tree, forbidden)
+    aliases, direct = _torch_aliases(parsed.nodes(), forbidden)
     names = [name for name, owner in contract.names.items() if owner == module]
     result = {}
     module_level = set()
-    for node in tree.body:
+    for node, under in parsed.parts:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if node.name in names:
-                found = _hits(node, aliases, direct, forbidden)
+                found = _hits(under, aliases, direct, forbidden)
                 if found:
                     result[node.name] = found
         elif not isinstance(node, (ast.Import, ast.ImportFrom)):
-            module_level |= _hits(node, aliases, direct, forbidden)
+            module_level |= _hits(under, aliases, direct, forbidden)
     if module_level:
         for name in names:
             result.setdefault(name, set()).update(module_level)
     return result
 
 
-def scan_submission(files: dict[str, bytes], contract: Contract) -> dict[str, set[str]]:
-    """``files`` maps module name to its bytes; returns the merged ``{name: set of APIs}``."""
+def scan_submission(files: dict[str, bytes], contract: Contract,
+                    parsed: dict[str, ParsedFile | None] | None = None) -> dict[str, set[str]]:
+    """``files`` maps module name to its bytes; returns the merged ``{name: set of APIs}``. ``parsed``: the files'
+    trees, when the caller has them (:func:`.source_tree.parse_files`)."""
     result = {}
     for module, data in files.items():
-        result.update(scan_module(data.decode("utf-8", "replace"), module, contract))
+        tree = parsed[module] if parsed is not None and module in parsed else parse(data)
+        result.update(scan_module(tree, module, contract))
     return result

@@ -11,6 +11,7 @@ reported.
 import ast
 import sys
 
+from .source_tree import ParsedFile, nodes_under, parse
 from .worker.contract import Contract
 
 MAX_NAMES = 5  # per file: a name is the submission's text, so the note stays short
@@ -18,10 +19,10 @@ NAME_LIMIT = 60
 GUARDS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
-def _guarded(tree: ast.AST) -> set[int]:
+def _guarded(nodes: list[ast.AST]) -> set[int]:
     """Ids of the import statements inside a ``try`` whose handlers catch an import's failure."""
     guarded = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Try):
             continue
         caught = set()
@@ -30,17 +31,18 @@ def _guarded(tree: ast.AST) -> set[int]:
             caught |= {"BaseException" if kind is None else getattr(kind, "id", getattr(kind, "attr", ""))
                        for kind in kinds}
         if caught & GUARDS:
-            guarded |= {id(sub) for statement in node.body for sub in ast.walk(statement)}
+            guarded |= {id(sub) for statement in node.body for sub in nodes_under(statement)}
     return guarded
 
 
-def _top_names(tree: ast.AST) -> list[str]:
-    """The top-level module names of the absolute imports in ``tree``, unguarded, in order of appearance."""
-    guarded = _guarded(tree)
+def _top_names(parsed: ParsedFile) -> list[str]:
+    """The top-level module names of the absolute imports in a file, unguarded, in order of appearance."""
+    nodes = parsed.nodes()
+    guarded = _guarded(nodes)
+    statements = sorted((node for node in nodes if isinstance(node, (ast.Import, ast.ImportFrom))
+                         and id(node) not in guarded), key=lambda node: (node.lineno, node.col_offset))
     names = []
-    for node in ast.walk(tree):
-        if id(node) in guarded:
-            continue
+    for node in statements:
         if isinstance(node, ast.Import):
             names += [alias.name.partition(".")[0] for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -48,14 +50,15 @@ def _top_names(tree: ast.AST) -> list[str]:
     return names
 
 
-def unavailable_imports(files: dict[str, bytes], contract: Contract) -> dict[str, tuple[str, ...]]:
-    """``{student module: top-level names it imports that the grader does not have}``, only modules with some."""
+def unavailable_imports(files: dict[str, bytes], contract: Contract,
+                        parsed: dict[str, ParsedFile | None] | None = None) -> dict[str, tuple[str, ...]]:
+    """``{student module: top-level names it imports that the grader does not have}``, only modules with some.
+    ``parsed``: the files' trees, when the caller has them (:func:`.source_tree.parse_files`)."""
     allowed = set(sys.stdlib_module_names) | set(contract.packages) | {contract.package, *contract.modules}
     found = {}
     for module, data in files.items():
-        try:
-            tree = ast.parse(data.decode("utf-8", "replace"))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = parsed[module] if parsed is not None and module in parsed else parse(data)
+        if tree is None:
             continue  # the import fails and says so
         names = [name for name in dict.fromkeys(_top_names(tree)) if name not in allowed]
         if names:

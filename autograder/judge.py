@@ -20,7 +20,7 @@ from typing import Any
 from . import submission as submissions
 from .assignment import Assignment
 from .forbidden import scan_submission
-from . import imports
+from . import imports, source_tree
 from .hidden_suite import HiddenSuite, Outcome
 from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
@@ -144,11 +144,12 @@ class Judge:
         if not sandbox.isolated:
             notes.append(sandbox.note or "SANDBOX OFF: student code ran without isolation")
         notes += submissions.Intake(problems=problems).notes()
-        remote.unavailable = imports.unavailable_imports(files, self.assignment.contract)
+        parsed = source_tree.parse_files(files)  # once, for both static scans
+        remote.unavailable = imports.unavailable_imports(files, self.assignment.contract, parsed)
         notices = tuple(filter(None, [imports.note(remote.unavailable, self.assignment.contract)]))
         notes += notices
         try:
-            remote.forbidden = scan_submission(files, self.assignment.contract)
+            remote.forbidden = scan_submission(files, self.assignment.contract, parsed)
             tests, failures, details = self.run_hidden_tests(remote)
         finally:
             remote.close()  # the worker was started ahead: it is closed whatever happens here

@@ -6,9 +6,23 @@ from dataclasses import replace
 import pytest
 
 from autograder.forbidden import scan_module
+from autograder.source_tree import parse
 from autograder.results import NotebookSummary, SubmissionResult, TestResult
 from autograder.submission import read_files, safe_name
 from lesson import CONTRACT, SOLUTIONS
+
+
+@pytest.mark.parametrize("path", sorted(SOLUTIONS.glob("*.py")), ids=lambda path: path.name)
+def test_a_file_is_walked_once_and_every_node_is_listed_under_its_statement(path):
+    import ast
+
+    parsed = parse(path.read_bytes())
+    tree = ast.parse(path.read_text())
+    assert len(parsed.parts) == len(tree.body)
+    for (statement, under), expected in zip(parsed.parts, tree.body, strict=True):
+        assert ast.dump(statement) == ast.dump(expected)
+        assert sorted(map(ast.dump, under)) == sorted(map(ast.dump, ast.walk(expected)))
+    assert parse(b"def broken(:\n") is None and parse("x = (" * 10_000) is None
 
 
 def test_the_scan_finds_forbidden_calls_and_where_they_are():
