@@ -121,15 +121,15 @@ def children(pid: int) -> list[int]:
     return sorted(child for child, parent in parents().items() if parent == pid)
 
 
-def host_pid(root: int, inner: int) -> int | None:
-    """The host pid of the process below ``root`` whose pid in the namespace just inside ``root``'s is
+def host_pid(root: int, inner: int, depth: int = 1) -> int | None:
+    """The host pid of the process below ``root`` whose pid in the PID namespace ``depth`` levels inside ours is
     ``inner`` (``NSpid`` in ``/proc/<pid>/status``: how a zygote's pid for its child maps to ours)."""
     for pid in tree(root):
         status = _read(f"/proc/{pid}/status") or b""
         for line in status.splitlines():
             if line.startswith(b"NSpid:"):
                 ids = line.split()[1:]
-                if len(ids) >= 2 and ids[1] == str(inner).encode():
+                if len(ids) > depth and ids[depth] == str(inner).encode():
                     return pid
     return None
 

@@ -375,13 +375,15 @@ def _owner(pid):
 
 
 KILLS = "kills"  # Zygote.settle: up to the last kill sent
+ZYGOTE_DEPTH = 2  # the zygote's PID namespace, counted from ours: bwrap's sandbox, then the zygote's own
 
 
 class ForkedWorker(_Channel):
     """A worker forked by a :class:`Zygote`, in namespaces of its own inside the zygote's sandbox.
 
-    ``inner`` is the zygote's pid for the worker's parent (the zygote's word, which no worker can touch); the
-    judge maps it to a host pid through ``NSpid`` below the zygote sandbox's first process."""
+    ``inner`` is the zygote's pid for the worker (the zygote's word, which no worker can touch); the judge maps it
+    to a host pid through ``NSpid`` below the zygote sandbox's first process (the zygote's PID namespace is the
+    second inside ours: bwrap's, then its own)."""
 
     def __init__(self, zygote, ident, to_worker, from_worker, output, inner=None):
         super().__init__(to_worker, from_worker, output)
@@ -403,13 +405,11 @@ class ForkedWorker(_Channel):
         if not self.spawned:
             self.zygote.settle(self)
         if self.root is None and isinstance(self.inner, int) and self.zygote.sandboxed.first_pid is not None:
-            self.root = clocks.host_pid(self.zygote.sandboxed.first_pid, self.inner)
+            self.root = clocks.host_pid(self.zygote.sandboxed.first_pid, self.inner, ZYGOTE_DEPTH)
         return self.root
 
     def _main_pid(self):
-        root = self._root()
-        inner = clocks.children(root) if root is not None else []
-        return inner[0] if len(inner) == 1 else None  # not forked yet: its CPU so far is nil
+        return self._root()  # None until forked: its CPU so far is nil
 
     def _pids(self):
         root = self._root()

@@ -143,31 +143,37 @@ def test_oversized_and_linked_files_are_refused(tmp_path):
     assert "larger than" in problems["heads"] and "symbolic link" in problems["attention"]
 
 
-def test_a_worker_is_stopped_through_a_handle_that_outlives_it():
-    """The zygote's stop handler may run after the worker was reaped; it must neither fail nor hit another pid."""
+def test_the_zygote_stops_a_worker_through_a_pidfd_that_names_it_alone():
+    """A worker that has ended (reaped or not) is no error to stop and no other process is hit; a running one is
+    killed and its status read once it is reaped."""
     import os
+    import select
     import signal
     import time
 
-    from autograder.worker.zygote import _kill_quietly
+    from autograder.worker.zygote import _Child
 
     ended = os.fork()
     if ended == 0:
-        os._exit(0)
-    handle = os.pidfd_open(ended)
-    os.waitpid(ended, 0)
-    _kill_quietly(handle)  # a bare os.kill(pid) would raise ProcessLookupError here, or kill a newcomer
-    os.close(handle)
+        os._exit(3)
+    child = _Child(ended)
+    assert select.select([child.pidfd], [], [], 30)[0]  # it has ended (the pidfd says so) and is not reaped yet
+    child.kill()  # a zombie takes the signal harmlessly
+    status = child.wait(30)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3
+    child.kill()  # reaped: nothing is sent, so a newcomer holding its pid is never hit
+    child.close()
 
     running = os.fork()
     if running == 0:
         time.sleep(60)
         os._exit(0)
-    handle = os.pidfd_open(running)
-    _kill_quietly(handle)
-    _, status = os.waitpid(running, 0)
-    os.close(handle)
+    child = _Child(running)
+    assert child.wait(0) is None
+    child.kill()
+    status = child.wait(30)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    child.close()
 
 
 def test_the_sandbox_choice_is_the_strongest_that_works_and_isolated_never_means_none(monkeypatch):

@@ -26,6 +26,10 @@ def unshare(flags):
     _check(_libc.unshare(flags), "unshare")
 
 
+def setns(fd, nstype):
+    _check(_libc.setns(fd, nstype), "setns")
+
+
 def mount(source, target, fstype, flags, data=None):
     def raw(text):
         return None if text is None else text.encode()

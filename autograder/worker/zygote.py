@@ -1,14 +1,17 @@
 """A warm worker factory, run inside the sandbox: ``python -m worker.zygote CONTROL_FD``.
 
-It imports torch once, warms it up, makes itself non-dumpable, and then forks
-one worker per request. Each forked worker gets, before any student code
-runs, its own user, mount and PID namespaces (so it is PID 1 of a namespace
-that dies with it, and cannot see or signal the zygote or earlier workers),
-its own IPC, network and UTS namespaces (no System V or POSIX shared memory,
-message queue, socket or host name is shared with any other worker, and all
-of it is gone with the worker), a private ``/tmp`` and ``/dev/shm`` (size
-capped; its files, sent over its pipe, vanish when it ends), an empty
-``/proc``, no capabilities and the per-submission rlimits.
+It makes itself PID 1 of a PID namespace owned by a user namespace of its
+own, imports torch once, warms it up, makes itself non-dumpable, and then
+forks one worker per request, straight into a fresh PID namespace (one fork
+per worker: no process stands between the zygote and the worker). Each forked
+worker gets, before any student code runs, its own user, mount and PID
+namespaces (so it is PID 1 of a namespace that dies with it, and cannot see or
+signal the zygote or earlier workers), its own IPC, network and UTS namespaces
+(no System V or POSIX shared memory, message queue, socket or host name is
+shared with any other worker, and all of it is gone with the worker), a
+private ``/tmp`` and ``/dev/shm`` (size capped; its files, sent over its pipe,
+vanish when it ends), an empty ``/proc``, no capabilities and the
+per-submission rlimits.
 
 Control messages are JSON over a SOCK_SEQPACKET socket; a spawn request
 carries the worker's three pipe ends as passed file descriptors.
@@ -19,7 +22,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import sys
 import time
 
@@ -27,7 +29,6 @@ from . import linux
 from .contract import Contract
 
 SUBMISSION = "/tmp/submission"
-STATUS = struct.Struct("<i")  # a wait status, as os.waitpid returns it
 
 
 def _send(control, message):
@@ -40,12 +41,43 @@ def _runtime_under_tmp():
     return sorted(root for root in roots if root.startswith("/tmp/"))
 
 
-def _isolate(tmp_bytes):
-    """In the forked child: new user, mount, PID, IPC, network and UTS namespaces, a private /tmp and /dev/shm,
-    and an empty /proc. Every place a worker can write is a size-capped tmpfs of its own mount namespace."""
+def own_pid_namespace(control_fd):
+    """Make the zygote PID 1 of a new PID namespace owned by a new user namespace of its own; return a descriptor
+    of that PID namespace (what lets :func:`fork_in_fresh_pid_namespace` give each worker a fresh one).
+
+    Creating a PID namespace for each worker needs a capability over the namespace it is made from, which the
+    zygote holds only in a namespace that its own user namespace owns. The process that called this stays
+    behind, holding nothing (not the control socket), and ends as the zygote ends; the zygote dies with it.
+    """
     linux.prctl(linux.PR_SET_DUMPABLE, 1)  # our own /proc files must be writable for the id maps
-    linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWIPC
-                  | linux.CLONE_NEWNET | linux.CLONE_NEWUTS)
+    linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWPID)
+    linux.map_to_self()
+    pid = os.fork()
+    if pid:
+        os.close(control_fd)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    return os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def fork_in_fresh_pid_namespace(pidns):
+    """``os.fork()`` with the child PID 1 of a PID namespace of its own (``pidns``: the zygote's own, from
+    :func:`own_pid_namespace`). Entering our own namespace again first undoes the previous call's ``unshare``,
+    which applies to the next child only; the kernel allows one ``unshare`` per namespace entered."""
+    linux.setns(pidns, linux.CLONE_NEWPID)
+    linux.unshare(linux.CLONE_NEWPID)
+    return os.fork()
+
+
+def _isolate(tmp_bytes):
+    """In the forked child, already PID 1 of a fresh PID namespace: new user, mount, IPC, network and UTS
+    namespaces, a private /tmp and /dev/shm, and an empty /proc. Every place a worker can write is a size-capped
+    tmpfs of its own mount namespace."""
+    linux.prctl(linux.PR_SET_DUMPABLE, 1)  # our own /proc files must be writable for the id maps
+    linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWNS | linux.CLONE_NEWIPC | linux.CLONE_NEWNET
+                  | linux.CLONE_NEWUTS)
     linux.map_to_self()
     linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
     keep = _runtime_under_tmp()
@@ -60,11 +92,14 @@ def _isolate(tmp_bytes):
     linux.mount("tmpfs", "/proc", "tmpfs", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC, "size=4k,mode=555")
 
 
-def can_isolate():
-    """Whether this kernel lets us build a worker's namespaces (tried in a throw-away child).
-
-    """
-    pid = os.fork()
+def can_isolate(pidns):
+    """Whether this kernel lets us build a worker's namespaces (tried in a throw-away child)."""
+    if pidns is None:
+        return False
+    try:
+        pid = fork_in_fresh_pid_namespace(pidns)
+    except OSError:
+        return False
     if pid == 0:
         try:
             _isolate(1 << 20)
@@ -100,77 +135,39 @@ def _worker(in_fd, out_fd, output_fd, limits, contract):
     return serve(SUBMISSION, in_fd, out_fd, contract)
 
 
-def _spawn(fds, message, report, contract):
-    """In the zygote's child: isolate, fork the worker (PID 1 inside), wait for it and report how it ended.
+class _Child:
+    """A worker as the zygote sees it: its pid (PID 1 of its own namespace) and a pidfd that names it and no later
+    holder of its pid."""
 
-    The worker's wait status goes to the zygote over ``report`` (a pipe) as soon as it is known: by then the
-    worker and everything in its PID namespace are gone, and the zygote need not wait for this process's own
-    (slower) exit.
-    """
-    in_fd, out_fd, output_fd = fds
-    # Asked to stop (SIGTERM from the zygote), this process kills the worker and still waits for it. The zygote
-    # forked it with SIGTERM blocked, and it stays blocked until the handler is in place: a stop that comes
-    # early (even before the worker exists) waits for it rather than ending this process unreported.
-    _isolate(int(message["limits"]["tmp_bytes"]))
-    pid = os.fork()
-    if pid == 0:
-        code = 70
-        try:
-            os.close(report)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-            code = _worker(in_fd, out_fd, output_fd, message["limits"], contract)
-        finally:
-            os._exit(code)
-    # The stop may arrive just as the worker ends on its own (the judge closed its pipes): the handler then
-    # runs after the waitpid below has reaped it. A pidfd names this worker and no later holder of its pid.
-    pidfd = os.pidfd_open(pid)
-    signal.signal(signal.SIGTERM, lambda signum, frame: _kill_quietly(pidfd))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    for fd in fds:
-        os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    os.write(report, STATUS.pack(status))
-    return 0
+    def __init__(self, pid):
+        self.pid, self.status = pid, None
+        self.pidfd = os.pidfd_open(pid)
 
+    def wait(self, seconds):
+        """The worker's wait status once it has ended (None if it is still running after ``seconds``). The first
+        process of a PID namespace is reaped only after every other process in it has died, so an ended worker
+        has left nothing behind."""
+        if self.status is None and select.select([self.pidfd], [], [], seconds)[0]:
+            _, self.status = os.waitpid(self.pid, 0)
+        return self.status
 
-def _kill_quietly(pidfd):
-    """SIGKILL the process behind ``pidfd``; one that has already ended (and been reaped) is no error."""
-    try:
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    def kill(self):
+        """SIGKILL the worker (and with it its whole PID namespace); one that has already ended is no error."""
+        if self.status is None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def close(self):
+        """Forget it once it has ended: nothing of it is left."""
+        os.close(self.pidfd)
 
 
 def _describe(status):
     if os.WIFSIGNALED(status):
         return {"signal": os.WTERMSIG(status)}
     return {"code": os.WEXITSTATUS(status)}
-
-
-class _Child:
-    """A worker's parent process as the zygote sees it: its pid and the pipe on which it reports the worker's end."""
-
-    def __init__(self, pid, report):
-        self.pid, self.report, self.status, self.lost = pid, report, None, False
-
-    def wait(self, seconds):
-        """The worker's wait status once it has ended (None if it is still running after ``seconds``)."""
-        if self.status is None and not self.lost and select.select([self.report], [], [], seconds)[0]:
-            data = os.read(self.report, STATUS.size)
-            if len(data) == STATUS.size:
-                self.status = STATUS.unpack(data)[0]
-            else:  # the parent ended without reporting (killed by force): how the worker ended is unknown
-                self.lost = True
-        return self.status
-
-    def reap(self):
-        """Collect the parent's exit once it has happened; True when nothing of this child is left."""
-        if self.pid is not None and os.waitpid(self.pid, os.WNOHANG)[0]:
-            self.pid = None
-        if self.pid is None and self.report is not None:
-            os.close(self.report)
-            self.report = None
-        return self.pid is None
 
 
 def preload_notebook():
@@ -189,67 +186,77 @@ def preload_notebook():
     return True
 
 
+def _spawn(control, pidns, children, fds, message, contract):
+    """Fork the worker of a spawn request; return its pid (in the zygote, after the fork)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = fork_in_fresh_pid_namespace(pidns)
+    if pid == 0:
+        code = 70
+        try:
+            # Nothing of the zygote's may reach the worker: its control socket, its namespace, other workers' pidfds.
+            control.close()
+            os.close(pidns)
+            for child in children.values():
+                child.close()
+            in_fd, out_fd, output_fd = fds
+            _isolate(int(message["limits"]["tmp_bytes"]))
+            code = _worker(in_fd, out_fd, output_fd, message["limits"], contract)
+        finally:
+            os._exit(code)
+    return pid
+
+
 def main(argv):
     from .main import prepare_torch, warm_up
 
+    try:
+        pidns = own_pid_namespace(int(argv[1]))
+    except OSError:
+        pidns = None  # no nested namespaces here: the judge starts a sandbox per worker instead
     control = socket.socket(fileno=int(argv[1]))
     contract = Contract.from_env(os.environ)
     torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
     warm_up(torch)
-    nested = can_isolate()
+    nested = can_isolate(pidns)
     linux.prctl(linux.PR_SET_DUMPABLE, 0)  # workers may not trace or read the zygote
     _send(control, {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested})
-    children, ended = {}, {}  # id -> _Child still to be reaped; id -> how its worker ended
+    children, ended = {}, {}  # id -> _Child not yet reaped; id -> how its worker ended
     while True:
         data, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
         if not data:
             return 0
         message = json.loads(data)
         op, ident = message.get("op"), str(message.get("id"))
-        if op == "spawn" and nested and len(fds) == 3:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            report, report_w = os.pipe()
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # for the child; see _spawn
-            pid = os.fork()
-            if pid == 0:
-                code = 70
-                try:
-                    # Nothing of the zygote's may reach the worker: its control socket, other children's reports.
-                    control.close()
-                    for fd in [report] + [child.report for child in children.values() if child.report is not None]:
-                        os.close(fd)
-                    code = _spawn(fds, message, report_w, contract)
-                finally:
-                    os._exit(code)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-            for fd in (*fds, report_w):
+        if op == "spawn" and nested and len(fds) == 3 and ident not in children and ident not in ended:
+            try:
+                pid = _spawn(control, pidns, children, fds, message, contract)
+            except OSError as error:
+                _send(control, {"error": f"cannot fork a worker: {error.strerror}"})
+                pid = None
+            for fd in fds:
                 os.close(fd)
-            children[ident] = _Child(pid, report)
-            _send(control, {"spawned": ident, "pid": pid})  # the judge reads the worker's CPU through it
+            if pid is not None:
+                children[ident] = _Child(pid)
+                _send(control, {"spawned": ident, "pid": pid})  # the judge reads the worker's CPU through it
         elif op == "preload":
             _send(control, {"preloaded": preload_notebook()})
         elif op in ("kill", "status") and (ident in children or ident in ended):
             child, wait = children.get(ident), float(message.get("wait", 2.0))
-            if child is not None and ident not in ended:
-                if op == "kill" and child.pid is not None:
-                    os.kill(child.pid, signal.SIGTERM)  # it kills its worker and reports after it (see _spawn)
+            if child is not None:
+                if op == "kill":
+                    child.kill()
                 status = child.wait(wait)
-                if status is None and op == "kill" and child.pid is not None:
-                    # Stuck: the parent goes by force and its worker with it, but nothing here can confirm that
-                    # the worker's namespace is gone; the reply says so (no status) and the judge replaces this
-                    # whole sandbox.
-                    os.kill(child.pid, signal.SIGKILL)
-                    child.lost = True
-                if status is not None:
+                if status is not None:  # reaped: its namespace is empty
                     ended[ident] = _describe(status)
+                    child.close()
+                    del children[ident]
+                # else: still running after a SIGKILL (so no status in the reply): the judge replaces this sandbox
             _send(control, {"status": ended.get(ident)})
         else:
             for fd in fds:
                 os.close(fd)
             _send(control, {"error": f"cannot {op} {ident}"})
-        for done in [key for key, child in children.items() if (key in ended or child.lost) and child.reap()]:
-            del children[done]
 
 
 if __name__ == "__main__":
