@@ -143,6 +143,54 @@ def test_oversized_and_linked_files_are_refused(tmp_path):
     assert "larger than" in problems["heads"] and "symbolic link" in problems["attention"]
 
 
+_PID_NAMESPACES = """
+import json, os, sys
+from worker import zygote
+
+pidns = zygote.own_pid_namespace(os.open(os.devnull, os.O_RDONLY))  # stands in for the control socket
+seen = {"zygote": os.getpid(), "workers": [], "plain": None}
+for _ in range(3):
+    r, w = os.pipe()
+    pid = zygote.fork_in_fresh_pid_namespace(pidns)
+    if pid == 0:
+        os.write(w, str(os.getpid()).encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    seen["workers"].append(int(os.read(r, 16)))
+r, w = os.pipe()
+pid = os.fork()  # any other child of the zygote: born in the zygote's own namespace
+if pid == 0:
+    os.write(w, str(os.getpid()).encode())
+    os._exit(0)
+os.close(w)
+os.waitpid(pid, 0)
+seen["plain"] = int(os.read(r, 16))
+print(json.dumps(seen), flush=True)
+"""
+
+
+def test_each_worker_is_forked_straight_into_a_pid_namespace_of_its_own():
+    """In a sandbox as the zygote's: the zygote is PID 1 of its own PID namespace; each worker fork is PID 1 of a
+    fresh one, one after another, and any other child of the zygote is born in the zygote's namespace, not in
+    the last worker's."""
+    import subprocess
+    import sys
+
+    from autograder import sandbox as sandboxes
+    from autograder.errors import KitError
+
+    try:
+        chosen = sandboxes.choose_sandbox("bwrap")
+    except KitError as error:
+        pytest.skip(f"no bwrap sandbox here: {error}")
+    argv = sandboxes._bwrap(chosen, [], [sys.executable, "-c", _PID_NAMESPACES])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-500:]
+    seen = json.loads(done.stdout)
+    assert seen["zygote"] == 1 and seen["workers"] == [1, 1, 1] and seen["plain"] not in (None, 1)
+
+
 def test_the_zygote_stops_a_worker_through_a_pidfd_that_names_it_alone():
     """A worker that has ended (reaped or not) is no error to stop and no other process is hit; a running one is
     killed and its status read once it is reaped."""

@@ -64,11 +64,15 @@ def own_pid_namespace(control_fd):
 
 def fork_in_fresh_pid_namespace(pidns):
     """``os.fork()`` with the child PID 1 of a PID namespace of its own (``pidns``: the zygote's own, from
-    :func:`own_pid_namespace`). Entering our own namespace again first undoes the previous call's ``unshare``,
-    which applies to the next child only; the kernel allows one ``unshare`` per namespace entered."""
+    :func:`own_pid_namespace`). ``unshare`` places the next child only, and the kernel allows it once per
+    namespace entered, so the zygote enters its own namespace again on both sides: any other child it ever has
+    (an import that starts a helper, say) is born beside it, never in a worker's namespace."""
     linux.setns(pidns, linux.CLONE_NEWPID)
     linux.unshare(linux.CLONE_NEWPID)
-    return os.fork()
+    pid = os.fork()
+    if pid:
+        linux.setns(pidns, linux.CLONE_NEWPID)
+    return pid
 
 
 def _isolate(tmp_bytes):
