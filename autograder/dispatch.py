@@ -9,12 +9,15 @@ nothing a submission does can lead there.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from .planning import Task, result_path
 from .results import GraderFailure, SubmissionResult
 from .sandbox import Sandbox
 from .launch import WorkerFactory
+from .worker import linux
 
 NO_WORKER = "no worker could be started"
 RETRIES = 2  # more tries for a student the machine could not grade; then the record says they still need grading
@@ -136,12 +140,35 @@ def save_result(result: SubmissionResult, out_dir: str | Path) -> SubmissionResu
     return result
 
 
+def read_tasks(stream) -> Iterator[Task]:
+    """The tasks a judge is sent, one JSON line each (``grade --jobs N``), until ``stream`` closes."""
+    for line in stream:
+        if line.strip():
+            yield Task.from_json(json.loads(line))
+
+
+def reporter(stream) -> Callable[[SubmissionResult], None]:
+    """``done(result)`` for a judge of the pool: one JSON line per student done (the pool reads the result from its
+    file; the line only says it is there)."""
+
+    def done(result: SubmissionResult) -> None:
+        stream.write(json.dumps({"done": result.student, "score": result.score, "max": result.max_score}) + "\n")
+        stream.flush()
+
+    return done
+
+
 def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
                done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
-               meanwhile: Callable[[], None] | None = None) -> None:
+               meanwhile: Callable[[], None] | None = None, siblings: Sequence[tuple[Any, Any]] = ()) -> None:
     """Grade ``tasks`` (an iterator) of ``assignment`` in this process, writing each result; call ``done(result)``
     after each; ``notebook``: grade its notebook too (when it has one); ``meanwhile()``: work of the caller's
     done while the zygote starts (this process would only wait for it).
+
+    ``siblings``: ``(tasks stream, done stream)`` pairs, one per judge forked from this one once its hidden tests
+    are collected and its zygote is warm (``grade --jobs N``): they start in milliseconds rather than with a
+    torch import and a collection of their own, each grades the tasks it reads and reports on its stream, and
+    they share this judge's zygote, so this judge ends only after them.
 
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
     current tests.
@@ -153,35 +180,103 @@ def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
     # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
     torch.set_num_threads(1)
     allocator.keep_big_buffers()
-    tasks = iter(tasks)
     notebook = assignment.notebook if notebook else None  # the file to read, when the notebook is graded
     with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
-        factory = WorkerFactory(sandbox, scratch_root, assignment)
+        factory = WorkerFactory(sandbox, scratch_root, assignment, lend=len(siblings))
+        forked = []
         try:
             factory.start()  # its torch import runs while the hidden tests are collected
             judge = Judge(assignment)
             if meanwhile is not None:
                 meanwhile()
-            task = next(tasks, None)
-            current = prepare(task, factory, scratch_root, notebook) if task else None
-            while current is not None:
-                task = next(tasks, None)
-                following = prepare(task, factory, scratch_root, notebook) if task else None
-                result = grade_prepared(current, sandbox, judge, out_dir)
-                for attempt in range(RETRIES):  # the grader's side broke, not the student's code: again, a few times
-                    if not needs_retry(result):
-                        break
-                    retried = grade_prepared(prepare(current.task, factory, scratch_root, notebook), sandbox, judge,
-                                             out_dir)
-                    result = replace(retried, notes=retried.notes + (
-                        f"graded again (try {attempt + 2}) after a grader failure",), tries=attempt + 2,
-                        execution_time=result.execution_time + retried.execution_time)
-                if needs_retry(result):
-                    result = replace(result, notes=result.notes + (
-                        "still needs grading: the machine could not grade this student; no test was charged",))
-                if factory.note and factory.note not in result.notes:
-                    result = replace(result, notes=result.notes + (factory.note,))
-                done(save_result(result, out_dir))
-                current = following
+            forked = _fork_siblings(siblings, factory, judge, sandbox, out_dir, assignment, notebook)
+            _grade_each(iter(tasks), factory, judge, sandbox, scratch_root, out_dir, done, notebook)
         finally:
+            for pid in forked:  # their workers come from this judge's zygote: it outlives them
+                os.waitpid(pid, 0)
             factory.close()
+
+
+def _fork_siblings(siblings, factory, judge, sandbox, out_dir, assignment, notebook) -> list[int]:
+    """Fork a judge per ``siblings`` pair (see :func:`judge_loop`); return their pids. Each runs
+    :func:`_sibling` and never returns here."""
+    if not siblings:
+        return []
+    factory.forks  # noqa: B018 - the zygote's hello read (or its absence known) before it is shared
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pids = []
+    for index in range(len(siblings)):
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                code = _sibling(index, siblings, factory, judge, sandbox, out_dir, assignment, notebook)
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    for stream in (stream for pair in siblings for stream in pair):  # theirs now
+        stream.close()
+    if factory.zygote is not None:  # so the zygote sees each sibling's socket close when that sibling ends
+        for lent in factory.zygote.lent:
+            lent.close()
+        factory.zygote.lent = []
+    return pids
+
+
+def _sibling(index, siblings, factory, judge, sandbox, out_dir, assignment, notebook) -> int:
+    """A judge forked from the first (:func:`_fork_siblings`): it grades what it reads from its own stream, with
+    workers from the first judge's zygote over a socket of its own, and dies with the first judge (the pool
+    then grades its students again)."""
+    parent = os.getppid()
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        return 1
+    null = os.open(os.devnull, os.O_RDWR)  # the first judge's own channel to the pool is not this one's
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    for other, pair in enumerate(siblings):
+        if other != index:
+            for stream in pair:
+                stream.close()
+    shared = factory.share(index)
+    if factory.zygote is not None:
+        factory.zygote.control.close()
+        for other, lent in enumerate(factory.zygote.lent):
+            if other != index:
+                lent.close()
+    tasks_stream, done_stream = siblings[index]
+    with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
+        own = WorkerFactory(sandbox, scratch_root, assignment, zygote=shared)
+        try:
+            _grade_each(read_tasks(tasks_stream), own, judge, sandbox, scratch_root, out_dir, reporter(done_stream),
+                        notebook)
+        finally:
+            own.close()
+    return 0
+
+
+def _grade_each(tasks, factory, judge, sandbox, scratch_root, out_dir, done, notebook) -> None:
+    """Grade ``tasks`` one after another with ``judge``, the next prepared while the current one is graded."""
+    task = next(tasks, None)
+    current = prepare(task, factory, scratch_root, notebook) if task else None
+    while current is not None:
+        task = next(tasks, None)
+        following = prepare(task, factory, scratch_root, notebook) if task else None
+        result = grade_prepared(current, sandbox, judge, out_dir)
+        for attempt in range(RETRIES):  # the grader's side broke, not the student's code: again, a few times
+            if not needs_retry(result):
+                break
+            retried = grade_prepared(prepare(current.task, factory, scratch_root, notebook), sandbox, judge,
+                                     out_dir)
+            result = replace(retried, notes=retried.notes + (
+                f"graded again (try {attempt + 2}) after a grader failure",), tries=attempt + 2,
+                execution_time=result.execution_time + retried.execution_time)
+        if needs_retry(result):
+            result = replace(result, notes=result.notes + (
+                "still needs grading: the machine could not grade this student; no test was charged",))
+        if factory.note and factory.note not in result.notes:
+            result = replace(result, notes=result.notes + (factory.note,))
+        done(save_result(result, out_dir))
+        current = following

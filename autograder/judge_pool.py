@@ -17,14 +17,14 @@ import selectors
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import results as records
 from . import assignment as assignments
 from .assignment import Assignment
-from .dispatch import failed_result, judge_loop, save_result
+from .dispatch import failed_result, judge_loop, read_tasks, reporter, save_result
 from .planning import Task, result_path
 from .results import GraderFailure, SubmissionResult
 from .sandbox import Limits, Sandbox
@@ -51,20 +51,27 @@ def read_manifest(path: str | Path) -> tuple[Sandbox, str, bool, str]:
     return sandbox, str(manifest["out_dir"]), bool(manifest.get("notebook")), str(manifest["assignment"])
 
 
-def judge_main(manifest_path: str | Path) -> int:
-    """Entry of a judge subprocess: read the sandbox from a manifest, tasks from stdin, report on stdout."""
+def judge_main(manifest_path: str | Path, siblings: str = "") -> int:
+    """Entry of a judge subprocess: read the sandbox from a manifest, tasks from stdin, report on stdout.
+    ``siblings``: ``"TASKS,DONE;..."``, the descriptors of the judges to fork from this one (:func:`judge_loop`)."""
     sandbox, out_dir, notebook, descriptor = read_manifest(manifest_path)
-
-    def tasks() -> Iterator[Task]:
-        for line in sys.stdin:
-            if line.strip():
-                yield Task.from_json(json.loads(line))
-
-    def done(result: SubmissionResult) -> None:
-        print(json.dumps({"done": result.student, "score": result.score, "max": result.max_score}), flush=True)
-
-    judge_loop(tasks(), sandbox, out_dir, done, assignments.load(descriptor), notebook)
+    pairs = [tuple(int(fd) for fd in pair.split(",")) for pair in siblings.split(";") if pair]
+    streams = [(open(tasks_fd, encoding="utf-8"), open(done_fd, "w", encoding="utf-8")) for tasks_fd, done_fd in pairs]
+    judge_loop(read_tasks(sys.stdin), sandbox, out_dir, reporter(sys.stdout), assignments.load(descriptor), notebook,
+               siblings=streams)
     return 0
+
+
+class _Sibling:
+    """The pool's end of a judge forked inside another judge (``--siblings``): its task and report streams. It is
+    not this process's child: the judge that forked it waits for it."""
+
+    def __init__(self, tasks_fd: int, done_fd: int) -> None:
+        self.stdin = open(tasks_fd, "w", encoding="utf-8", buffering=1)
+        self.stdout = open(done_fd, encoding="utf-8")
+
+    def wait(self) -> None:
+        pass
 
 
 class JudgePool:
@@ -76,8 +83,11 @@ class JudgePool:
     """
 
     def __init__(self, command: Sequence[str], sandbox: Sandbox, out_dir: str | Path,
-                 on_done: Callable[[SubmissionResult], None], env: dict[str, str] | None = None) -> None:
-        self.command, self.env = list(command), env
+                 on_done: Callable[[SubmissionResult], None], env: dict[str, str] | None = None,
+                 siblings: bool = False) -> None:
+        """``siblings``: the judge command takes ``--siblings`` (the kit's own judge does), so the first judge
+        forks the others warm rather than each starting from nothing."""
+        self.command, self.env, self.siblings = list(command), env, siblings
         self.sandbox, self.out_dir, self.on_done = sandbox, out_dir, on_done
         self.pending: list[Task] = []  # not sent to any judge yet, in order
         self.children: list[subprocess.Popen] = []  # every judge started, to be waited for
@@ -89,8 +99,12 @@ class JudgePool:
         """Grade ``tasks`` on up to ``jobs`` judges; ``on_done`` once per task, as each result is known;
         ``meanwhile()`` once the judges are started (this process would only wait for them)."""
         self.pending = list(tasks)
-        for _ in range(min(jobs, len(self.pending))):
-            self._start()
+        judges = min(jobs, len(self.pending))
+        if self.siblings and judges > 1:
+            self._start(judges - 1)
+        else:
+            for _ in range(judges):
+                self._start()
         if meanwhile is not None:
             meanwhile()
         while self.selector.get_map():
@@ -104,14 +118,25 @@ class JudgePool:
         for child in self.children:
             child.wait()
 
-    def _start(self) -> None:
-        child = subprocess.Popen(self.command, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True, bufsize=1)
-        self.children.append(child)
-        self.held[child] = []
-        self.selector.register(child.stdout, selectors.EVENT_READ, child)
-        for _ in range(OUTSTANDING):
-            self._feed(child)
+    def _start(self, siblings: int = 0) -> None:
+        """Start a judge (and, with ``siblings``, have it fork that many more, each fed over pipes of its own)."""
+        pipes = [(os.pipe(), os.pipe()) for _ in range(siblings)]  # (tasks r, w), (done r, w) per sibling
+        theirs = [fd for (tasks_r, _), (_, done_w) in pipes for fd in (tasks_r, done_w)]
+        extra = ["--siblings", ";".join(f"{tr},{dw}" for (tr, _), (_, dw) in pipes)] if siblings else []
+        try:
+            child = subprocess.Popen(self.command + extra, env=self.env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1, pass_fds=theirs)
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        judges = [child] + [_Sibling(tasks_w, done_r) for (_, tasks_w), (done_r, _) in pipes]
+        for judge in judges:
+            self.children.append(judge)
+            self.held[judge] = []
+            self.selector.register(judge.stdout, selectors.EVENT_READ, judge)
+        for judge in judges:
+            for _ in range(OUTSTANDING):
+                self._feed(judge)
 
     def _feed(self, child: subprocess.Popen) -> None:
         """Send ``child`` the next pending task, or, with none left, close its stdin (it ends when done)."""
@@ -178,4 +203,5 @@ def grade_in_parallel(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Pa
         manifest = Path(tmp) / "manifest.json"
         write_manifest(manifest, sandbox, out_dir, notebook, assignment.descriptor)
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-        JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env).run(tasks, jobs, meanwhile)
+        JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env,
+                  siblings=tuple(judge_command) == JUDGE_COMMAND).run(tasks, jobs, meanwhile)

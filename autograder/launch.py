@@ -457,14 +457,18 @@ class Zygote:
     Starting it costs a torch import once; each worker it forks then costs a few milliseconds.
     """
 
-    def __init__(self, sandbox, scratch_dir, extra_env=None):
+    def __init__(self, sandbox, scratch_dir, extra_env=None, lend=0):
+        """``lend``: control sockets for that many more judges (:meth:`lent`), forked from this one."""
         self.sandbox = sandbox
-        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(1 + lend)]
+        (self.control, _), self.lent = pairs[0], [ours for ours, _ in pairs[1:]]
+        theirs = [their.fileno() for _, their in pairs]
         try:
             self.sandboxed = _Sandboxed(sandbox, lambda info: sandboxes.zygote_command(
-                sandbox, theirs.fileno(), scratch_dir, info_fd=info, extra_env=extra_env), (theirs.fileno(),))
+                sandbox, theirs, scratch_dir, info_fd=info, extra_env=extra_env), theirs)
         finally:
-            theirs.close()
+            for _, their in pairs:
+                their.close()
         self.process = self.sandboxed.process
         self.log = _CappedOutput(self.process.stdout, 8192)
         self.hello = None
@@ -591,21 +595,60 @@ class Zygote:
 
     def close(self):
         self.control.close()
+        for lent in self.lent:
+            lent.close()
         self.sandboxed.end()
         self.log.join(timeout=5)
+
+
+class _Watched:
+    """A process seen through a pidfd: ``poll()`` as ``Popen.poll`` (None while it runs)."""
+
+    def __init__(self, pidfd):
+        self.pidfd = pidfd
+
+    def poll(self):
+        return 0 if self.pidfd is None or select.select([self.pidfd], [], [], 0)[0] else None
+
+
+class _Lent:
+    """What a judge sharing another judge's zygote knows of that sandbox: its first process's host pid."""
+
+    def __init__(self, first_pid):
+        self.first_pid = first_pid
+
+    def watch(self, timeout=2.0):
+        pass
+
+
+class SharedZygote(Zygote):
+    """A judge's handle on the zygote of the judge that forked it (``grade --jobs N``): its own control socket,
+    so it reaches only the workers it spawns; the sandbox stays the first judge's, which ends it after every
+    judge it forked has finished. Lost or retired, it is replaced by a zygote of this judge's own."""
+
+    def __init__(self, sandbox, control, first_pid, pidfd):
+        self.sandbox, self.control, self.lent = sandbox, control, []
+        self.sandboxed, self.process, self.log = _Lent(first_pid), _Watched(pidfd), None
+        self.hello, self.count, self.preloaded, self.retired = None, 0, False, False
+        self.unsettled = collections.deque()
+
+    def close(self):
+        self.control.close()  # the zygote ends what this judge left behind; the sandbox is not ours to end
 
 
 class WorkerFactory:
     """Starts the workers of one judge process for one assignment; owns its zygote (if any)."""
 
-    def __init__(self, sandbox, scratch_root, assignment):
-        self.sandbox, self.scratch_root = sandbox, Path(scratch_root)
+    def __init__(self, sandbox, scratch_root, assignment, lend=0, zygote=None):
+        """``lend``: start the zygote with control sockets for that many judges forked from this one;
+        ``zygote``: a :class:`SharedZygote` to use instead of starting one."""
+        self.sandbox, self.scratch_root, self.lend = sandbox, Path(scratch_root), lend
         self.contract = assignment.contract
         # What every worker of this assignment is told: its contract, and the lesson's warm-up for the zygote.
         self.env = {CONTRACT_ENV: self.contract.to_env()}
         if assignment.warm_up is not None:
             self.env[WARM_UP_ENV] = assignment.warm_up.read_text(encoding="utf-8")
-        self.zygote, self.note = None, ""
+        self.zygote, self.note = zygote, ""
         self.use_zygote = sandbox.mode == "bwrap" and sandbox.fork
         self.shares = cpu_share.open_shares()  # None where cgroups v2 offer no CPU controller here
         if sandbox.mode == "uid":  # confined workers, each its own user, pass through to their own folders
@@ -614,7 +657,7 @@ class WorkerFactory:
     def start(self):
         """Start the zygote without waiting for it, so its torch import overlaps the judge's own start-up."""
         if self.use_zygote and self.zygote is None:
-            self.zygote = Zygote(self.sandbox, self.scratch_root, self.env)
+            self.zygote = Zygote(self.sandbox, self.scratch_root, self.env, lend=self.lend)
 
     def _live_zygote(self):
         if not self.use_zygote:
@@ -638,6 +681,15 @@ class WorkerFactory:
             self.zygote.close()
             self.zygote, self.use_zygote = None, False
         return self.zygote
+
+    def share(self, index):
+        """A :class:`SharedZygote` over this factory's zygote for the ``index``-th judge forked from this process
+        (call in that judge, after the fork), or None where workers are not forked from a zygote here."""
+        zygote = self.zygote  # its state as the first judge left it at the fork: this process may not poll it
+        if (zygote is None or not (zygote.hello or {}).get("nested") or index >= len(zygote.lent)
+                or zygote.sandboxed.pidfd is None):
+            return None
+        return SharedZygote(self.sandbox, zygote.lent[index], zygote.sandboxed.first_pid, zygote.sandboxed.pidfd)
 
     @property
     def forks(self):

@@ -284,9 +284,10 @@ def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=
                    extra_env=extra_env), {}, str(scratch_dir))
 
 
-def zygote_command(sandbox, control_fd, scratch_dir, info_fd=None, extra_env=None):
-    """``(argv, env, cwd)`` that start a zygote (no submission visible to it) on the socket ``control_fd``."""
-    python = [sys.executable, "-B", "-m", "worker.zygote", str(control_fd)]
+def zygote_command(sandbox, control_fds, scratch_dir, info_fd=None, extra_env=None):
+    """``(argv, env, cwd)`` that start a zygote (no submission visible to it) serving the sockets ``control_fds``
+    (one per judge)."""
+    python = [sys.executable, "-B", "-m", "worker.zygote", *map(str, control_fds)]
     return _bwrap(sandbox, [], python, info_fd=info_fd, extra_env=extra_env), {}, str(scratch_dir)
 
 

@@ -147,7 +147,7 @@ _PID_NAMESPACES = """
 import json, os, sys
 from worker import zygote
 
-pidns = zygote.own_pid_namespace(os.open(os.devnull, os.O_RDONLY))  # stands in for the control socket
+pidns = zygote.own_pid_namespace([os.open(os.devnull, os.O_RDONLY)])  # stands in for the control socket
 seen = {"zygote": os.getpid(), "workers": [], "plain": None}
 for _ in range(3):
     r, w = os.pipe()

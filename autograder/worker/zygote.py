@@ -1,4 +1,4 @@
-"""A warm worker factory, run inside the sandbox: ``python -m worker.zygote CONTROL_FD``.
+"""A warm worker factory, run inside the sandbox: ``python -m worker.zygote CONTROL_FD...``.
 
 It makes itself PID 1 of a PID namespace owned by a user namespace of its
 own, imports torch once, warms it up, makes itself non-dumpable, and then
@@ -13,8 +13,11 @@ private ``/tmp`` and ``/dev/shm`` (size capped; its files, sent over its pipe,
 vanish when it ends), an empty ``/proc``, no capabilities and the
 per-submission rlimits.
 
-Control messages are JSON over a SOCK_SEQPACKET socket; a spawn request
-carries the worker's three pipe ends as passed file descriptors.
+Control messages are JSON over SOCK_SEQPACKET sockets, one per judge it serves
+(``grade --jobs N`` shares one zygote between the judges forked from the first);
+a spawn request carries the worker's three pipe ends as passed file
+descriptors. A judge can reach only the workers it spawned; the zygote ends
+when its last judge has gone, and kills what each judge left behind.
 """
 
 import json
@@ -41,20 +44,21 @@ def _runtime_under_tmp():
     return sorted(root for root in roots if root.startswith("/tmp/"))
 
 
-def own_pid_namespace(control_fd):
+def own_pid_namespace(control_fds):
     """Make the zygote PID 1 of a new PID namespace owned by a new user namespace of its own; return a descriptor
     of that PID namespace (what lets :func:`fork_in_fresh_pid_namespace` give each worker a fresh one).
 
     Creating a PID namespace for each worker needs a capability over the namespace it is made from, which the
     zygote holds only in a namespace that its own user namespace owns. The process that called this stays
-    behind, holding nothing (not the control socket), and ends as the zygote ends; the zygote dies with it.
+    behind, holding nothing (not the control sockets), and ends as the zygote ends; the zygote dies with it.
     """
     linux.prctl(linux.PR_SET_DUMPABLE, 1)  # our own /proc files must be writable for the id maps
     linux.unshare(linux.CLONE_NEWUSER | linux.CLONE_NEWPID)
     linux.map_to_self()
     pid = os.fork()
     if pid:
-        os.close(control_fd)
+        for fd in control_fds:
+            os.close(fd)
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
         os._exit(code if code >= 0 else 128 - code)
@@ -190,7 +194,7 @@ def preload_notebook():
     return True
 
 
-def _spawn(control, pidns, children, fds, message, contract):
+def _spawn(controls, pidns, children, fds, message, contract):
     """Fork the worker of a spawn request; return its pid (in the zygote, after the fork)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -198,10 +202,11 @@ def _spawn(control, pidns, children, fds, message, contract):
     if pid == 0:
         code = 70
         try:
-            # Nothing of the zygote's may reach the worker: its control socket, its namespace, other workers' pidfds.
-            control.close()
+            # Nothing of the zygote's may reach the worker: its control sockets, its namespace, workers' pidfds.
+            for control in controls:
+                control.close()
             os.close(pidns)
-            for child in children.values():
+            for child in children:
                 child.close()
             in_fd, out_fd, output_fd = fds
             _isolate(int(message["limits"]["tmp_bytes"]))
@@ -211,56 +216,97 @@ def _spawn(control, pidns, children, fds, message, contract):
     return pid
 
 
+class _Judge:
+    """One judge's side of the zygote: its control socket and the workers it spawned (each judge reaches only its
+    own)."""
+
+    def __init__(self, control):
+        self.control = control
+        self.children, self.ended = {}, {}  # id -> _Child not yet reaped; id -> how its worker ended
+
+    def end(self):
+        """The judge has gone: kill what it left behind, and forget it."""
+        for child in self.children.values():
+            child.kill()
+            if child.wait(5.0) is not None:
+                child.close()
+        self.control.close()
+
+
+def _answer(judge, message, fds, everyone, pidns, nested, contract):
+    """Carry out one control message of ``judge`` (``everyone``: all judges, whose sockets and workers' pidfds a
+    forked worker must not keep)."""
+    control, children, ended = judge.control, judge.children, judge.ended
+    op, ident = message.get("op"), str(message.get("id"))
+    if op == "spawn" and nested and len(fds) == 3 and ident not in children and ident not in ended:
+        try:
+            pid = _spawn([other.control for other in everyone], pidns,
+                         [child for other in everyone for child in other.children.values()], fds, message, contract)
+        except OSError as error:
+            _send(control, {"error": f"cannot fork a worker: {error.strerror}"})
+            pid = None
+        for fd in fds:
+            os.close(fd)
+        if pid is not None:
+            children[ident] = _Child(pid)
+            _send(control, {"spawned": ident, "pid": pid})  # the judge reads the worker's CPU through it
+    elif op == "preload":
+        _send(control, {"preloaded": preload_notebook()})
+    elif op in ("kill", "status") and (ident in children or ident in ended):
+        child, wait = children.get(ident), float(message.get("wait", 2.0))
+        if child is not None:
+            if op == "kill":
+                child.kill()
+            status = child.wait(wait)
+            if status is not None:  # reaped: its namespace is empty
+                ended[ident] = _describe(status)
+                child.close()
+                del children[ident]
+            # else: still running after a SIGKILL (so no status in the reply): the judge replaces this sandbox
+        _send(control, {"status": ended.get(ident)})
+    else:
+        for fd in fds:
+            os.close(fd)
+        _send(control, {"error": f"cannot {op} {ident}"})
+
+
 def main(argv):
     from .main import prepare_torch, warm_up
 
+    control_fds = [int(fd) for fd in argv[1:]]
     try:
-        pidns = own_pid_namespace(int(argv[1]))
+        pidns = own_pid_namespace(control_fds)
     except OSError:
         pidns = None  # no nested namespaces here: the judge starts a sandbox per worker instead
-    control = socket.socket(fileno=int(argv[1]))
+    judges = [_Judge(socket.socket(fileno=fd)) for fd in control_fds]
     contract = Contract.from_env(os.environ)
     torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
     warm_up(torch)
     nested = can_isolate(pidns)
     linux.prctl(linux.PR_SET_DUMPABLE, 0)  # workers may not trace or read the zygote
-    _send(control, {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested})
-    children, ended = {}, {}  # id -> _Child not yet reaped; id -> how its worker ended
-    while True:
-        data, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
-        if not data:
-            return 0
-        message = json.loads(data)
-        op, ident = message.get("op"), str(message.get("id"))
-        if op == "spawn" and nested and len(fds) == 3 and ident not in children and ident not in ended:
+    hello = {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested}
+    for judge in judges:
+        try:
+            _send(judge.control, hello)
+        except OSError:
+            pass  # that judge has gone already: its socket reads as closed below
+    while judges:
+        by_socket = {judge.control: judge for judge in judges}
+        for control in select.select(list(by_socket), [], [])[0]:
+            judge = by_socket[control]
             try:
-                pid = _spawn(control, pidns, children, fds, message, contract)
-            except OSError as error:
-                _send(control, {"error": f"cannot fork a worker: {error.strerror}"})
-                pid = None
-            for fd in fds:
-                os.close(fd)
-            if pid is not None:
-                children[ident] = _Child(pid)
-                _send(control, {"spawned": ident, "pid": pid})  # the judge reads the worker's CPU through it
-        elif op == "preload":
-            _send(control, {"preloaded": preload_notebook()})
-        elif op in ("kill", "status") and (ident in children or ident in ended):
-            child, wait = children.get(ident), float(message.get("wait", 2.0))
-            if child is not None:
-                if op == "kill":
-                    child.kill()
-                status = child.wait(wait)
-                if status is not None:  # reaped: its namespace is empty
-                    ended[ident] = _describe(status)
-                    child.close()
-                    del children[ident]
-                # else: still running after a SIGKILL (so no status in the reply): the judge replaces this sandbox
-            _send(control, {"status": ended.get(ident)})
-        else:
-            for fd in fds:
-                os.close(fd)
-            _send(control, {"error": f"cannot {op} {ident}"})
+                data, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                judge.end()
+                judges.remove(judge)
+                continue
+            try:
+                _answer(judge, json.loads(data), fds, judges, pidns, nested, contract)
+            except OSError:  # its judge went away mid-answer: the next read says so
+                pass
+    return 0
 
 
 if __name__ == "__main__":
