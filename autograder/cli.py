@@ -62,7 +62,7 @@ def _grade(args):
 def _judge(args):
     from .judge_pool import judge_main
 
-    return judge_main(args.manifest, args.siblings)
+    return judge_main(args.manifest)
 
 
 def _validate(args):
@@ -176,7 +176,6 @@ def build_parser():
 
     judge = commands.add_parser("_judge")  # internal: one judge process of 'grade --jobs N'
     judge.add_argument("manifest")
-    judge.add_argument("--siblings", default="")  # descriptor pairs of the judges it forks (judge_pool)
     judge.set_defaults(run=_judge)
 
     mrg = commands.add_parser("merge", parents=[lesson], help="combine the outputs of 'grade --shard I/N' runs")

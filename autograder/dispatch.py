@@ -9,6 +9,7 @@ nothing a submission does can lead there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -160,101 +161,110 @@ def reporter(stream) -> Callable[[SubmissionResult], None]:
 
 def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
                done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
-               meanwhile: Callable[[], None] | None = None, siblings: Sequence[tuple[Any, Any]] = ()) -> None:
+               meanwhile: Callable[[], None] | None = None) -> None:
     """Grade ``tasks`` (an iterator) of ``assignment`` in this process, writing each result; call ``done(result)``
     after each; ``notebook``: grade its notebook too (when it has one); ``meanwhile()``: work of the caller's
     done while the zygote starts (this process would only wait for it).
 
-    ``siblings``: ``(tasks stream, done stream)`` pairs, one per judge forked from this one once its hidden tests
-    are collected and its zygote is warm (``grade --jobs N``): they start in milliseconds rather than with a
-    torch import and a collection of their own, each grades the tasks it reads and reports on its stream, and
-    they share this judge's zygote, so this judge ends only after them.
-
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
     current tests.
     """
-    import torch
+    with WarmJudge(sandbox, out_dir, assignment, notebook) as warm:
+        if meanwhile is not None:
+            meanwhile()
+        _grade_each(iter(tasks), warm.factory, warm.judge, sandbox, warm.scratch_root, out_dir, done, warm.notebook)
 
-    from .judge import Judge  # imports pytest and the hidden tests; only judges need them
 
-    # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
-    torch.set_num_threads(1)
-    allocator.keep_big_buffers()
-    notebook = assignment.notebook if notebook else None  # the file to read, when the notebook is graded
-    with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
-        factory = WorkerFactory(sandbox, scratch_root, assignment, lend=len(siblings))
-        forked = []
+class WarmJudge:
+    """This process made a judge: torch imported, the hidden tests collected, a zygote started (its torch import
+    overlaps the collection). ``lend``: control sockets of that zygote for judges forked from this process
+    (:meth:`fork`, ``grade --jobs N``), which then start in milliseconds rather than with a torch import, a
+    collection and a zygote of their own."""
+
+    def __init__(self, sandbox: Sandbox, out_dir: str | Path, assignment: Assignment, notebook: bool = False,
+                 lend: int = 0) -> None:
+        self.sandbox, self.out_dir, self.assignment, self.lend = sandbox, out_dir, assignment, lend
+        self.notebook = assignment.notebook if notebook else None  # the file to read, when the notebook is graded
+        self.forked = 0
+
+    def __enter__(self) -> "WarmJudge":
+        import torch
+
+        from .judge import Judge  # imports pytest and the hidden tests; only judges need them
+
+        # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
+        torch.set_num_threads(1)
+        allocator.keep_big_buffers()
+        self._scratch = tempfile.TemporaryDirectory(prefix="judge-")
+        self.scratch_root = self._scratch.name
+        self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend)
         try:
-            factory.start()  # its torch import runs while the hidden tests are collected
-            judge = Judge(assignment)
-            if meanwhile is not None:
-                meanwhile()
-            forked = _fork_siblings(siblings, factory, judge, sandbox, out_dir, assignment, notebook)
-            _grade_each(iter(tasks), factory, judge, sandbox, scratch_root, out_dir, done, notebook)
-        finally:
-            for pid in forked:  # their workers come from this judge's zygote: it outlives them
-                os.waitpid(pid, 0)
-            factory.close()
+            self.factory.start()
+            self.judge = Judge(self.assignment)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
 
+    def __exit__(self, *exc_info) -> None:
+        self.factory.close()
+        self._scratch.cleanup()
 
-def _fork_siblings(siblings, factory, judge, sandbox, out_dir, assignment, notebook) -> list[int]:
-    """Fork a judge per ``siblings`` pair (see :func:`judge_loop`); return their pids. Each runs
-    :func:`_sibling` and never returns here."""
-    if not siblings:
-        return []
-    factory.forks  # noqa: B018 - the zygote's hello read (or its absence known) before it is shared
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pids = []
-    for index in range(len(siblings)):
+    def fork(self) -> tuple[int, int, int]:
+        """Fork a judge that grades the tasks it reads (one JSON line each) and reports each student done; return
+        ``(pid, the descriptor its tasks are written to, the one its reports are read from)``. It uses one of the
+        lent control sockets of this process's zygote while some are left (the zygote's hello read first), else
+        a zygote of its own, and it dies with this process."""
+        if self.forked == 0:
+            self.factory.forks  # noqa: B018 - the zygote warm (or known to be absent) before it is shared
+        index, self.forked = self.forked, self.forked + 1
+        tasks_r, tasks_w = os.pipe()
+        done_r, done_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             code = 70
             try:
-                code = _sibling(index, siblings, factory, judge, sandbox, out_dir, assignment, notebook)
+                code = self._run_forked(index, tasks_r, done_w)
             finally:
                 os._exit(code)
-        pids.append(pid)
-    for stream in (stream for pair in siblings for stream in pair):  # theirs now
-        stream.close()
-    if factory.zygote is not None:  # so the zygote sees each sibling's socket close when that sibling ends
-        for lent in factory.zygote.lent:
-            lent.close()
-        factory.zygote.lent = []
-    return pids
+        os.close(tasks_r)
+        os.close(done_w)
+        zygote = self.factory.zygote
+        if zygote is not None and index < len(zygote.lent):  # so the zygote sees that judge's socket close with it
+            zygote.lent[index].close()
+        return pid, tasks_w, done_r
 
-
-def _sibling(index, siblings, factory, judge, sandbox, out_dir, assignment, notebook) -> int:
-    """A judge forked from the first (:func:`_fork_siblings`): it grades what it reads from its own stream, with
-    workers from the first judge's zygote over a socket of its own, and dies with the first judge (the pool
-    then grades its students again)."""
-    parent = os.getppid()
-    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        return 1
-    null = os.open(os.devnull, os.O_RDWR)  # the first judge's own channel to the pool is not this one's
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-    for other, pair in enumerate(siblings):
-        if other != index:
-            for stream in pair:
-                stream.close()
-    shared = factory.share(index)
-    if factory.zygote is not None:
-        factory.zygote.control.close()
-        for other, lent in enumerate(factory.zygote.lent):
-            if other != index:
-                lent.close()
-    tasks_stream, done_stream = siblings[index]
-    with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
-        own = WorkerFactory(sandbox, scratch_root, assignment, zygote=shared)
-        try:
-            _grade_each(read_tasks(tasks_stream), own, judge, sandbox, scratch_root, out_dir, reporter(done_stream),
-                        notebook)
-        finally:
-            own.close()
-    return 0
+    def _run_forked(self, index: int, tasks_r: int, done_w: int) -> int:
+        """In a forked judge: keep only what it needs, then grade."""
+        parent = os.getppid()
+        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # with the pool gone, nobody would read its reports
+        if os.getppid() != parent:
+            return 1
+        shared = self.factory.share(index)
+        keep = {2, tasks_r, done_w}
+        if shared is not None:
+            keep |= {shared.control.fileno(), shared.process.pidfd}
+        null = os.open(os.devnull, os.O_RDWR)  # the pool's own stdin and stdout are not this judge's
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        keep |= {0, 1}
+        # Nothing else of the pool's: other judges' pipes (a copy held here would keep their ends open), the zygote's
+        # other sockets, its log.
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            if fd not in keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        tasks = read_tasks(open(tasks_r, encoding="utf-8"))
+        done = reporter(open(done_w, "w", encoding="utf-8"))
+        with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
+            own = WorkerFactory(self.sandbox, scratch_root, self.assignment, zygote=shared)
+            try:
+                _grade_each(tasks, own, self.judge, self.sandbox, scratch_root, self.out_dir, done, self.notebook)
+            finally:
+                own.close()
+        return 0
 
 
 def _grade_each(tasks, factory, judge, sandbox, scratch_root, out_dir, done, notebook) -> None:

@@ -1,16 +1,20 @@
-"""``grade --jobs N``: the work shared by N judge processes, both ends of their pipes.
+"""``grade --jobs N``: the work shared by N judges, both ends of their pipes.
 
 The main process (:class:`JudgePool`) feeds each judge one student at a time
-over its stdin (JSON lines) and reads a line per student done from its stdout,
-so a slow submission never holds up the others; the judge (:func:`judge_main`,
-``python -m autograder _judge MANIFEST``) grades them with
-:func:`~autograder.dispatch.judge_loop` and writes each result itself. What a
-judge reports is only that a student is done: the parent reads the result from
-the file.
+over a pipe (JSON lines) and reads a line per student done from another, so a
+slow submission never holds up the others. The judges are forked from the
+main process once it is a warm judge itself (:class:`~autograder.dispatch.WarmJudge`:
+torch imported, hidden tests collected, a zygote warm, which they share); with
+a judge command, each judge is a process of its own instead (:func:`judge_main`,
+``python -m autograder _judge MANIFEST``; the tests' fake judges). Either way
+a judge grades with the same loop and writes each result itself; what it
+reports is only that a student is done: the parent reads the result from the
+file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -20,11 +24,12 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from . import results as records
 from . import assignment as assignments
 from .assignment import Assignment
-from .dispatch import failed_result, judge_loop, read_tasks, reporter, save_result
+from .dispatch import WarmJudge, failed_result, judge_loop, read_tasks, reporter, save_result
 from .planning import Task, result_path
 from .results import GraderFailure, SubmissionResult
 from .sandbox import Limits, Sandbox
@@ -51,27 +56,25 @@ def read_manifest(path: str | Path) -> tuple[Sandbox, str, bool, str]:
     return sandbox, str(manifest["out_dir"]), bool(manifest.get("notebook")), str(manifest["assignment"])
 
 
-def judge_main(manifest_path: str | Path, siblings: str = "") -> int:
-    """Entry of a judge subprocess: read the sandbox from a manifest, tasks from stdin, report on stdout.
-    ``siblings``: ``"TASKS,DONE;..."``, the descriptors of the judges to fork from this one (:func:`judge_loop`)."""
+def judge_main(manifest_path: str | Path) -> int:
+    """Entry of a judge subprocess: read the sandbox from a manifest, tasks from stdin, report on stdout."""
     sandbox, out_dir, notebook, descriptor = read_manifest(manifest_path)
-    pairs = [tuple(int(fd) for fd in pair.split(",")) for pair in siblings.split(";") if pair]
-    streams = [(open(tasks_fd, encoding="utf-8"), open(done_fd, "w", encoding="utf-8")) for tasks_fd, done_fd in pairs]
-    judge_loop(read_tasks(sys.stdin), sandbox, out_dir, reporter(sys.stdout), assignments.load(descriptor), notebook,
-               siblings=streams)
+    judge_loop(read_tasks(sys.stdin), sandbox, out_dir, reporter(sys.stdout), assignments.load(descriptor), notebook)
     return 0
 
 
-class _Sibling:
-    """The pool's end of a judge forked inside another judge (``--siblings``): its task and report streams. It is
-    not this process's child: the judge that forked it waits for it."""
+class _Forked:
+    """The pool's end of a judge forked from this process (:meth:`~autograder.dispatch.WarmJudge.fork`): its task
+    and report streams, and its pid."""
 
-    def __init__(self, tasks_fd: int, done_fd: int) -> None:
+    def __init__(self, pid: int, tasks_fd: int, done_fd: int) -> None:
+        self.pid = pid
         self.stdin = open(tasks_fd, "w", encoding="utf-8", buffering=1)
         self.stdout = open(done_fd, encoding="utf-8")
 
     def wait(self) -> None:
-        pass
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
 
 
 class JudgePool:
@@ -82,12 +85,12 @@ class JudgePool:
     ``command`` is the judge's argv; the manifest's path is appended to it.
     """
 
-    def __init__(self, command: Sequence[str], sandbox: Sandbox, out_dir: str | Path,
+    def __init__(self, command: Sequence[str] | None, sandbox: Sandbox, out_dir: str | Path,
                  on_done: Callable[[SubmissionResult], None], env: dict[str, str] | None = None,
-                 siblings: bool = False) -> None:
-        """``siblings``: the judge command takes ``--siblings`` (the kit's own judge does), so the first judge
-        forks the others warm rather than each starting from nothing."""
-        self.command, self.env, self.siblings = list(command), env, siblings
+                 fork: Callable[[], Any] | None = None) -> None:
+        """``fork()``: start a judge by forking a warm one (an object with ``stdin``, ``stdout`` and ``wait()``),
+        instead of running ``command``."""
+        self.command, self.env, self.fork = list(command or ()), env, fork
         self.sandbox, self.out_dir, self.on_done = sandbox, out_dir, on_done
         self.pending: list[Task] = []  # not sent to any judge yet, in order
         self.children: list[subprocess.Popen] = []  # every judge started, to be waited for
@@ -99,12 +102,8 @@ class JudgePool:
         """Grade ``tasks`` on up to ``jobs`` judges; ``on_done`` once per task, as each result is known;
         ``meanwhile()`` once the judges are started (this process would only wait for them)."""
         self.pending = list(tasks)
-        judges = min(jobs, len(self.pending))
-        if self.siblings and judges > 1:
-            self._start(judges - 1)
-        else:
-            for _ in range(judges):
-                self._start()
+        for _ in range(min(jobs, len(self.pending))):
+            self._start()
         if meanwhile is not None:
             meanwhile()
         while self.selector.get_map():
@@ -118,25 +117,17 @@ class JudgePool:
         for child in self.children:
             child.wait()
 
-    def _start(self, siblings: int = 0) -> None:
-        """Start a judge (and, with ``siblings``, have it fork that many more, each fed over pipes of its own)."""
-        pipes = [(os.pipe(), os.pipe()) for _ in range(siblings)]  # (tasks r, w), (done r, w) per sibling
-        theirs = [fd for (tasks_r, _), (_, done_w) in pipes for fd in (tasks_r, done_w)]
-        extra = ["--siblings", ";".join(f"{tr},{dw}" for (tr, _), (_, dw) in pipes)] if siblings else []
-        try:
-            child = subprocess.Popen(self.command + extra, env=self.env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1, pass_fds=theirs)
-        finally:
-            for fd in theirs:
-                os.close(fd)
-        judges = [child] + [_Sibling(tasks_w, done_r) for (_, tasks_w), (done_r, _) in pipes]
-        for judge in judges:
-            self.children.append(judge)
-            self.held[judge] = []
-            self.selector.register(judge.stdout, selectors.EVENT_READ, judge)
-        for judge in judges:
-            for _ in range(OUTSTANDING):
-                self._feed(judge)
+    def _start(self) -> None:
+        if self.fork is not None:
+            child = self.fork()
+        else:
+            child = subprocess.Popen(self.command, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.children.append(child)
+        self.held[child] = []
+        self.selector.register(child.stdout, selectors.EVENT_READ, child)
+        for _ in range(OUTSTANDING):
+            self._feed(child)
 
     def _feed(self, child: subprocess.Popen) -> None:
         """Send ``child`` the next pending task, or, with none left, close its stdin (it ends when done)."""
@@ -195,13 +186,22 @@ class JudgePool:
 
 def grade_in_parallel(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path, jobs: int,
                       on_done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
-                      judge_command: Sequence[str] = JUDGE_COMMAND, meanwhile: Callable[[], None] | None = None
+                      judge_command: Sequence[str] | None = None, meanwhile: Callable[[], None] | None = None
                       ) -> None:
-    """Grade ``tasks`` of ``assignment`` on ``jobs`` judge processes started with ``judge_command`` (plus a
-    manifest's path); ``meanwhile()`` once they are started."""
-    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        manifest = Path(tmp) / "manifest.json"
-        write_manifest(manifest, sandbox, out_dir, notebook, assignment.descriptor)
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-        JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env,
-                  siblings=tuple(judge_command) == JUDGE_COMMAND).run(tasks, jobs, meanwhile)
+    """Grade ``tasks`` of ``assignment`` on ``jobs`` judges; ``meanwhile()`` once they are started.
+
+    The judges are forked from this process once it has imported torch, collected the hidden tests and warmed a
+    zygote, which they share (each over a socket of its own): every core grades from about the moment one judge
+    would. With ``judge_command`` (plus a manifest's path) each judge is a process of that command instead.
+    """
+    if judge_command is not None:
+        with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
+            manifest = Path(tmp) / "manifest.json"
+            write_manifest(manifest, sandbox, out_dir, notebook, assignment.descriptor)
+            env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+            JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env).run(tasks, jobs, meanwhile)
+        return
+    with WarmJudge(sandbox, out_dir, assignment, notebook, lend=jobs) as warm:
+        if meanwhile is not None:  # before the forks: what it imports, the judges share
+            meanwhile()
+        JudgePool(None, sandbox, out_dir, on_done, fork=lambda: _Forked(*warm.fork())).run(tasks, jobs)
