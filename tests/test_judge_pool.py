@@ -1,6 +1,7 @@
 """``--jobs N``: the pool of judge processes, run with a fake judge (no torch, no workers) so that a judge's
 death can be staged: which student kills it decides everything, never how fast anything runs."""
 
+import os
 import sys
 import textwrap
 
@@ -89,3 +90,63 @@ def test_every_judge_of_the_pool_takes_a_share(tmp_path):
     assert sorted(student for _, student in taken) == students, "each student taken by one judge, once"
     assert all(results[student].score == 1 and results[student].fingerprint == f"fp-{student}"
                for student in students)
+
+
+def _real_class(root, count):
+    from autograder.mutants import copy_package
+    from lesson import MODULES, SOLUTIONS
+
+    for index in range(count):
+        copy_package(SOLUTIONS, root / "class" / f"s{index}", MODULES)
+    return root / "class"
+
+
+def _recorded(monkeypatch, log, cls, method):
+    """Wrap ``cls.method`` to append "pid" to ``log`` at each call, in this process and every judge forked from it."""
+    original = getattr(cls, method)
+
+    def wrapped(self, *args, **kwargs):
+        with open(log, "a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, method, wrapped)
+
+
+def test_forked_judges_share_one_warm_zygote_and_a_dead_ones_students_are_graded_again(tmp_path, monkeypatch):
+    """Real judges, forked from this process: one zygote for all of them (each spawns its workers from it over a
+    socket of its own); a forked judge that dies holding students has them graded by a fresh judge, with full
+    marks, and the record counts the extra try."""
+    from autograder import dispatch, launch
+    from autograder.grading import grade_class
+
+    started, spawned = tmp_path / "zygotes", tmp_path / "spawns"
+    _recorded(monkeypatch, started, launch.Zygote, "__init__")
+    _recorded(monkeypatch, spawned, launch.SharedZygote, "spawn")
+    from autograder.sandbox import choose_sandbox
+
+    chosen = choose_sandbox("auto", unisolated_ok=True)
+    forks = chosen.mode == "bwrap" and chosen.fork
+    class_dir = _real_class(tmp_path, 6)
+    results = grade_class(class_dir, tmp_path / "out", jobs=2, skip_notebook=True, emit=lambda line: None,
+                          unisolated_ok=True)
+    assert all(result.score == result.max_score > 0 and result.tries == 1 for result in results) and len(results) == 6
+    if forks:  # workers come from a zygote here (bwrap)
+        assert len(started.read_text().split()) == 1, "one zygote for the whole run"
+        assert len(set(spawned.read_text().split())) == 2, "both judges spawned their workers from it"
+
+    died = tmp_path / "died"
+    run_forked = dispatch.WarmJudge._run_forked
+
+    def dies_once(self, index, tasks_r, done_w):
+        if index == 0 and not died.exists():
+            died.touch()
+            os._exit(3)  # holding the two students it was sent
+        return run_forked(self, index, tasks_r, done_w)
+
+    monkeypatch.setattr(dispatch.WarmJudge, "_run_forked", dies_once)
+    again = grade_class(class_dir, tmp_path / "again", jobs=2, skip_notebook=True, emit=lambda line: None,
+                        unisolated_ok=True)
+    assert died.exists() and len(again) == 6
+    assert all(result.score == result.max_score for result in again)
+    assert sorted(result.tries for result in again) == [1, 1, 1, 1, 2, 2]
