@@ -5,6 +5,8 @@ import os
 import sys
 import textwrap
 
+import pytest
+
 from autograder.dispatch import needs_retry
 from autograder.judge_pool import grade_in_parallel
 from autograder.planning import Task, result_path
@@ -150,3 +152,53 @@ def test_forked_judges_share_one_warm_zygote_and_a_dead_ones_students_are_graded
     assert died.exists() and len(again) == 6
     assert all(result.score == result.max_score for result in again)
     assert sorted(result.tries for result in again) == [1, 1, 1, 1, 2, 2]
+
+
+PROBE = '''
+
+def shift_matrix(k, d_model, base=10000.0):  # a probe, not an answer: what this worker holds open
+    import os, stat
+    found = []
+    for fd in range(3, 1024):
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            continue
+        found.append("socket" if stat.S_ISSOCK(mode) else "pipe" if stat.S_ISFIFO(mode) else "other")
+    return found
+'''
+
+
+def test_a_worker_of_a_shared_zygote_holds_no_judge_s_socket(tmp_path):
+    """A worker forked from a zygote that serves several judges holds none of their control sockets (nor anything
+    but its own pipes): it cannot ask the zygote for anything, for itself or for another judge's workers."""
+    import tempfile
+    import time
+
+    from autograder.launch import WorkerFactory
+    from autograder.mutants import copy_package
+    from autograder.remote import RemoteSubmission
+    from autograder.sandbox import choose_sandbox
+    from autograder.submission import read_files
+    from lesson import CONTRACT, MODULES, SOLUTIONS
+
+    sandbox = choose_sandbox("auto", unisolated_ok=True)
+    if sandbox.mode != "bwrap" or not sandbox.fork:
+        pytest.skip("workers are not forked from a zygote here")
+    student = copy_package(SOLUTIONS, tmp_path / "probe", MODULES)
+    path = student / "positional_encoding.py"
+    path.write_text(path.read_text() + PROBE)
+    files, _ = read_files(student, CONTRACT)
+    with tempfile.TemporaryDirectory() as scratch:
+        factory = WorkerFactory(sandbox, scratch, LESSON, lend=2)  # three judges' sockets in the zygote
+        try:
+            factory.start()
+            assert factory.forks
+            remote = RemoteSubmission(sandbox, factory.launcher(files, scratch), CONTRACT, files=files)
+            try:
+                held = remote.call("shift_matrix", 1, 4)
+            finally:
+                remote.close()
+        finally:
+            factory.close()
+    assert held == ["pipe", "pipe"], held  # its request and reply pipes (its prints go to 1 and 2)
