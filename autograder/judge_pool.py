@@ -34,8 +34,6 @@ from .planning import Task, result_path
 from .results import GraderFailure, SubmissionResult
 from .sandbox import Limits, Sandbox
 
-# The judge process's argv, before the manifest's path (a test may start a judge of its own instead).
-JUDGE_COMMAND = (sys.executable, "-m", "autograder", "_judge")
 OUTSTANDING = 2  # per judge: the student being graded and the one whose worker warms up
 ATTEMPTS = 2  # judges that may die holding a student before the student is failed
 

@@ -458,7 +458,7 @@ class Zygote:
     """
 
     def __init__(self, sandbox, scratch_dir, extra_env=None, lend=0):
-        """``lend``: control sockets for that many more judges (:meth:`lent`), forked from this one."""
+        """``lend``: control sockets (``lent``) for that many judges forked from this process, which share it."""
         self.sandbox = sandbox
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(1 + lend)]
         (self.control, _), self.lent = pairs[0], [ours for ours, _ in pairs[1:]]
@@ -622,9 +622,9 @@ class _Lent:
 
 
 class SharedZygote(Zygote):
-    """A judge's handle on the zygote of the judge that forked it (``grade --jobs N``): its own control socket,
-    so it reaches only the workers it spawns; the sandbox stays the first judge's, which ends it after every
-    judge it forked has finished. Lost or retired, it is replaced by a zygote of this judge's own."""
+    """A forked judge's handle on the zygote of the process that forked it (``grade --jobs N``): a control socket
+    of its own, so it reaches only the workers it spawns; the sandbox stays that process's, which ends it after
+    every judge it forked has finished. Lost or retired, it is replaced by a zygote of this judge's own."""
 
     def __init__(self, sandbox, control, first_pid, pidfd):
         self.sandbox, self.control, self.lent = sandbox, control, []
