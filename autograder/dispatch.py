@@ -188,18 +188,19 @@ class WarmJudge:
         self.forked = 0
 
     def __enter__(self) -> "WarmJudge":
-        import torch
-
-        from .judge import Judge  # imports pytest and the hidden tests; only judges need them
-
-        # The judge's own tensors are small; more threads only spin and steal cores from other judges and workers.
-        torch.set_num_threads(1)
         allocator.keep_big_buffers()
         self._scratch = tempfile.TemporaryDirectory(prefix="judge-")
         self.scratch_root = self._scratch.name
         self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend)
         try:
+            # The zygote first: its torch import then runs beside this process's own, not after it.
             self.factory.start()
+            import torch
+
+            from .judge import Judge  # imports pytest and the hidden tests; only judges need them
+
+            # The judge's tensors are small; more threads only spin and steal cores from other judges and workers.
+            torch.set_num_threads(1)
             self.judge = Judge(self.assignment)
         except BaseException:
             self.__exit__(None, None, None)

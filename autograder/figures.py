@@ -6,14 +6,18 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import matplotlib
+import matplotlib.patches as mpatches
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # no display on grading machines
-import matplotlib.patches as mpatches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from .assignment import Assignment
 
-from .assignment import Assignment  # noqa: E402
+
+def _figure(**options) -> Figure:
+    """A figure of its own, drawn to files only: no pyplot (its start-up and its global list of open figures),
+    so a figure is freed once it is saved."""
+    return Figure(**options)
 
 
 def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel: str, value: str = "value"
@@ -22,7 +26,8 @@ def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel
     path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    fig = _figure(figsize=(8, 4.5), dpi=110)
+    ax = fig.subplots()
     image = ax.imshow(table, cmap="RdBu", aspect="auto", vmin=-1, vmax=1, interpolation="nearest")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -30,7 +35,6 @@ def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel
     fig.colorbar(image, ax=ax, fraction=0.04, label=value)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 
@@ -38,7 +42,8 @@ def score_histogram(scores: list[float], max_score: float, path: str | Path) -> 
     """Histogram of the class's total scores; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=110)
+    fig = _figure(figsize=(7, 3.5), dpi=110)
+    ax = fig.subplots()
     bins = min(20, max(5, len(scores)))
     ax.hist(scores, bins=bins, range=(0, max_score or 1), color="#3b6ea8", edgecolor="white")
     ax.set_xlabel(f"score (of {max_score:g})")
@@ -46,7 +51,6 @@ def score_histogram(scores: list[float], max_score: float, path: str | Path) -> 
     ax.set_title("Score distribution")
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 
@@ -59,9 +63,10 @@ def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path, note:
     ordered = sorted(rates, key=lambda item: (item[2], item[0]))  # by difficulty, ties by name
     labels = ["\n".join(textwrap.wrap(name, 70)) or name for name, _, _ in ordered]
     lines = sum(label.count("\n") + 1 for label in labels)
-    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.2 * lines + 0.12 * len(ordered) + 1.5)), dpi=110)
+    fig = _figure(figsize=(11, max(3.0, 0.2 * lines + 0.12 * len(ordered) + 1.5)), dpi=110)
+    ax = fig.subplots()
     groups = list(dict.fromkeys(group for _, group, _ in rates))
-    colors = plt.get_cmap("tab10")
+    colors = colormaps["tab10"]
     bars = ax.barh(range(len(ordered)), [rate for _, _, rate in ordered],
                    color=[colors(groups.index(group) % 10) for _, group, _ in ordered])
     for bar, (_, _, rate) in zip(bars, ordered):
@@ -76,7 +81,6 @@ def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path, note:
                        for index, group in enumerate(groups)], title="part", loc="upper left",
               bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.savefig(path, bbox_inches="tight")  # the full names decide the width, nothing is cut
-    plt.close(fig)
     return path
 
 
@@ -88,8 +92,8 @@ def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, tit
     path.parent.mkdir(parents=True, exist_ok=True)
     heads = weights.shape[0]
     labels = [f"{index}: {token}" for index, token in enumerate(tokens)]
-    fig, axes = plt.subplots(1, heads, figsize=(3.2 * heads + 1.2, 3.9), dpi=110, squeeze=False,
-                             layout="constrained")
+    fig = _figure(figsize=(3.2 * heads + 1.2, 3.9), dpi=110, layout="constrained")
+    axes = fig.subplots(1, heads, squeeze=False)
     for head, ax in enumerate(axes[0]):
         image = ax.imshow(weights[head], cmap="viridis", vmin=0, vmax=1)
         ax.set_title(f"head {head}")
@@ -101,7 +105,6 @@ def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, tit
     fig.colorbar(image, ax=axes[0].tolist(), fraction=0.03, label="attention weight (each row sums to 1)")
     fig.suptitle(title)
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 
@@ -112,10 +115,11 @@ def similarity_heatmap(table: np.ndarray, students: list[str], path: str | Path)
     path.parent.mkdir(parents=True, exist_ok=True)
     count = len(students)
     side = min(14.0, max(4.5, 0.22 * count + 2.5))
-    fig, ax = plt.subplots(figsize=(side + 1.2, side), dpi=110, layout="constrained")
+    fig = _figure(figsize=(side + 1.2, side), dpi=110, layout="constrained")
+    ax = fig.subplots()
     shown = np.array(table, dtype=float)
     np.fill_diagonal(shown, np.nan)  # a student with themselves is not compared: grey, not "0"
-    colours = plt.get_cmap("magma_r").with_extremes(bad="lightgrey")
+    colours = colormaps["magma_r"].with_extremes(bad="lightgrey")
     image = ax.imshow(shown, cmap=colours, vmin=0, vmax=1, interpolation="nearest")
     if count <= 60:
         names = [student[:30].replace("$", r"\$") for student in students]  # an id is text, never math
@@ -126,7 +130,6 @@ def similarity_heatmap(table: np.ndarray, students: list[str], path: str | Path)
     ax.set_title("Similarity of every pair")
     fig.colorbar(image, ax=ax, fraction=0.04, label="share of own code found in the other (the larger way)")
     fig.savefig(path)
-    plt.close(fig)
     return path
 
 

@@ -26,13 +26,13 @@ import builtins
 import copy
 import functools
 import hashlib
+import importlib
 import html
 import json
 import math
 import time
+import functools
 from dataclasses import dataclass, field, replace
-
-import torch
 
 from . import grader_notes
 from .remote import SubmissionFailure, WorkerCrash, bounded, public_type
@@ -43,8 +43,7 @@ MAX_CELLS = 400
 MAX_SOURCE = 1 << 20  # characters of code over all cells
 OUTPUT_BUDGET = 256 << 10  # characters of captured output kept per notebook
 REASON_LIMIT = 300
-# Modules a check may use by the notebook's name for them: the judge's own copy, never the notebook's object.
-TRUSTED_MODULES = {"torch": torch, "math": math, "torch.nn.functional": torch.nn.functional, "torch.nn": torch.nn}
+TRUSTED_MODULES = ("torch", "math", "torch.nn.functional", "torch.nn")
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 
 
@@ -167,8 +166,17 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge", "bool", "len", "iter", "getite
     setattr(NotData, f"__{_name}__", NotData._refuse)
 
 
+@functools.cache
+def _trusted(name):
+    """A module a check may use by the notebook's name for it: the judge's own copy, never the notebook's object
+    (imported here, not at start-up: the judge's first torch import overlaps its zygote's)."""
+    return importlib.import_module(name)
+
+
 def _plain(value, depth=0):
     """Whether ``value`` (decoded from a reply) is data all the way down."""
+    import torch
+
     if value is None or isinstance(value, (bool, int, float, str, torch.Tensor, torch.dtype)):
         return True
     if isinstance(value, (list, tuple)) and depth < protocol.MAX_DEPTH:
@@ -392,7 +400,7 @@ def _namespace_value(runner, name, value):
         if value.type == "function":
             return NotebookFunction(runner, value.id, name)
         if value.type.startswith("module ") and value.type[len("module "):] in TRUSTED_MODULES:
-            return TRUSTED_MODULES[value.type[len("module "):]]
+            return _trusted(value.type[len("module "):])
         return NotData(f"{name} (a module)", runner.touched)
     if isinstance(value, protocol.Unsupported):
         kind = public_type([value.type], "an object of a class of its own")

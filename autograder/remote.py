@@ -25,8 +25,6 @@ import random
 import re
 import time
 
-import torch
-
 from . import clocks, seal
 from .worker import protocol
 from .worker.contract import Contract
@@ -271,6 +269,8 @@ class RemoteObject:
                 raise
             # The worker names the step (its word picks one of two fixed ones, about its own code only).
             raise StudentError(f"{self._name}.{error.phase}", error.record) from None
+        import torch  # the judge's: imported long before any call
+
         if isinstance(reply, dict) and reply.get("grads") is None and not isinstance(reply.get("output"),
                                                                                        torch.Tensor):
             raise BadValue(f"{self._name}.forward", "no tensor, so there is no gradient to compute")
@@ -290,6 +290,8 @@ def fake_result(reply):
     device it was on in the worker (``device_of``)."""
     if not isinstance(reply, dict) or not isinstance(reply.get("devices"), list):
         raise BadValue("a call on the fake device", "no result")
+    import torch  # the judge's: imported long before any call
+
     devices = iter(reply["devices"])
 
     def mark(value):

@@ -411,6 +411,59 @@ def test_a_check_not_run_here_counts_nowhere_and_says_so():
     assert [name for name, _, _ in class_report.pass_rates([result])] == ["a"]
 
 
+_COMPILER_STAND_IN = r"""
+import json, os, sys
+from worker import main
+torch, _ = main.prepare_torch(1)
+os.environ[main.WARM_UP_ENV] = sys.argv[2]
+main.warm_up(torch)
+seen = {"warm": type(sys.modules["torch._dynamo"]).__name__}
+from worker.session import on_fake_device
+out = on_fake_device(lambda x: (x @ x.transpose(-2, -1)).softmax(-1), (torch.empty(2, 3, 4, device="meta"),), {})
+seen["fake"] = [out["devices"], list(out["value"].shape), type(sys.modules["torch._dynamo"]).__name__]
+x = torch.linspace(0, 1, 5)
+if sys.argv[1] == "submodule":  # a submodule asked for first: the real package, and that submodule run once
+    import torch._dynamo.eval_frame as eval_frame
+    seen["once"] = sys.modules["torch._dynamo.eval_frame"] is eval_frame is torch._dynamo.eval_frame
+compiled = torch.compile(lambda x: x.sin() * 2, backend="eager")
+seen["compiled"] = torch.equal(compiled(x), x.sin() * 2)
+seen["after"] = type(sys.modules["torch._dynamo"]).__name__
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("first", ["attribute", "submodule"])
+def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_still_works(first):
+    """The worker's torch answers the Python kernels' import of ``torch._dynamo`` with a stand-in (that import
+    costs more than torch's own): the lesson's warm-up and a fake-device call leave the real one unloaded, and a
+    submission that compiles gets the real one, whichever way it first reaches for it."""
+    import subprocess
+    import sys
+
+    from autograder.sandbox import WORKER_DIR
+    from lesson import LESSON
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(WORKER_DIR.parent), "HOME": "/nonexistent"}
+    done = subprocess.run([sys.executable, "-B", "-c", _COMPILER_STAND_IN, first, LESSON.warm_up.read_text()],
+                          capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-800:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["warm"] == "StandIn" and seen["fake"] == [["meta"], [2, 3, 3], "StandIn"]
+    assert seen["compiled"] is True and seen["after"] == "module"
+    assert seen.get("once", True) is True
+
+
+def test_the_grade_command_imports_torch_only_once_its_zygote_is_starting():
+    """Importing the grading code does not import torch: the judge's torch import runs beside its zygote's, not
+    before it (the first student waits for whichever is later)."""
+    import subprocess
+    import sys
+
+    script = "import sys, autograder.grading, autograder.judge_pool; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-500:]
+
+
 def test_the_fake_device_applies_the_gpus_device_rules():
     """A CPU 0-dim tensor may join a computation on another device (CUDA allows it; meta alone refuses it); any
     other CPU tensor may not; a module's registered state moves with it, a plain tensor attribute does not."""

@@ -27,9 +27,9 @@ WARM_UP_ENV = "GRADER_WARM_UP"  # the lesson's own warm-up (trusted source text 
 
 
 def warm_up(torch):
-    """Pay the one-time costs of the first calls (the meta device's Python kernels import torch._dynamo, ~1 s)
-    before any student code runs, so they are not charged to the student's time limits. The lesson's warm-up
-    then runs the operations its checks meet most, on the fake device too."""
+    """Pay the one-time costs of the first calls (kernel lookups, lazily built tables) before any student code
+    runs, so they are not charged to the student's time limits. The lesson's warm-up then runs the operations its
+    checks meet most, on the fake device too."""
     from .session import on_fake_device
 
     x = torch.ones(3, 5, 6, requires_grad=True)  # shapes no lesson's checks are likely to use (they are public)
@@ -51,6 +51,9 @@ def prepare_torch(threads):
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # asking must not initialise CUDA (forks follow)
     import torch
 
+    from . import dynamo_stand_in
+
+    dynamo_stand_in.install(torch)  # before any Python kernel runs: their first call would import the compiler
     torch.set_num_threads(threads)
     # Full float32 matmuls everywhere, so GPU results are comparable with the CPU's.
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -17,13 +17,13 @@ a reply cannot make the judge hold more tensor bytes than it sent).
 """
 
 import json
+import functools
 import math
 import os
 import select
 import struct
+import sys
 import time
-
-import torch
 
 HEADER = struct.Struct("<II")
 MAX_JSON = 16 << 20
@@ -31,13 +31,20 @@ MAX_BLOB = 1 << 30
 MAX_DEPTH = 32  # nesting of a decoded value (the contract's values are a few levels deep)
 MAX_NODES = 100_000  # items in one decoded value
 
-DTYPES = {
-    "float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16,
-    "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
-    "bool": torch.bool, "complex64": torch.complex64, "complex128": torch.complex128,
-}
-DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+DTYPE_LIST = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+              "complex64", "complex128")
 DEVICES = {"cpu", "meta", "cuda"}
+
+
+def __getattr__(name):
+    """``DTYPES`` (name -> torch dtype) and ``DTYPE_NAMES`` (the reverse), built at first use: torch is imported
+    only once a tensor or a dtype is met, so whoever only passes messages (the judge starting its sandboxes, the
+    zygote's control channel) starts without it."""
+    if name == "DTYPES":
+        return _dtypes()
+    if name == "DTYPE_NAMES":
+        return _names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ProtocolError(Exception):
@@ -66,26 +73,41 @@ def encode(value, blobs, handles=None):
         return int(value)
     if isinstance(value, float):
         return float(value) if math.isfinite(value) else {"__float__": repr(float(value))}
-    if isinstance(value, torch.Tensor):
-        return _encode_tensor(value, blobs)
     if isinstance(value, tuple):
         return {"__tuple__": [encode(item, blobs, handles) for item in value]}
     if isinstance(value, list):
         return [encode(item, blobs, handles) for item in value]
     if isinstance(value, dict) and all(isinstance(key, str) for key in value):
         return {"__dict__": [[key, encode(item, blobs, handles)] for key, item in value.items()]}
-    if isinstance(value, torch.dtype) and value in DTYPE_NAMES:
-        return {"__dtype__": DTYPE_NAMES[value]}
+    torch = sys.modules.get("torch")  # without torch imported, nothing here is a tensor or a dtype
+    if torch is not None and isinstance(value, torch.Tensor):
+        return _encode_tensor(value, blobs)
+    if torch is not None and isinstance(value, torch.dtype) and value in _names():
+        return {"__dtype__": _names()[value]}
     if handles is not None:
         return handles(value)
     return {"__unsupported__": type(value).__name__[:100]}
 
 
+@functools.cache
+def _dtypes():
+    import torch
+
+    return {name: getattr(torch, name) for name in DTYPE_LIST}
+
+
+@functools.cache
+def _names():
+    return {dtype: name for name, dtype in _dtypes().items()}
+
+
 def _encode_tensor(tensor, blobs):
+    import torch
+
     # A subclass travels as plain data: its __torch_function__ gets no say in how it is read.
     with torch._C.DisableTorchFunctionSubclass():
         tensor = torch.Tensor.as_subclass(torch.Tensor.detach(tensor), torch.Tensor)
-    name = DTYPE_NAMES.get(tensor.dtype)
+    name = _names().get(tensor.dtype)
     if name is None:
         return {"__unsupported__": f"tensor of dtype {tensor.dtype}"}
     device = tensor.device.type
@@ -130,8 +152,8 @@ class _Decoder:
                 return {key: self.decode(item, depth + 1) for key, item in body}
             if tag == "__float__" and body in ("nan", "inf", "-inf"):
                 return float(body)
-            if tag == "__dtype__" and body in DTYPES:
-                return DTYPES[body]
+            if tag == "__dtype__" and body in DTYPE_LIST:
+                return _dtypes()[body]
             if tag == "__unsupported__" and isinstance(body, str):
                 return Unsupported(body[:100])
         if set(node) == {"__handle__", "type"} and _is_int(node["__handle__"]) and isinstance(node["type"], str):
@@ -139,7 +161,9 @@ class _Decoder:
         raise ProtocolError("unexpected object")
 
     def tensor(self, node):
-        dtype = DTYPES.get(node.get("dtype")) if isinstance(node.get("dtype"), str) else None
+        import torch
+
+        dtype = _dtypes().get(node.get("dtype")) if isinstance(node.get("dtype"), str) else None
         shape = node.get("shape")
         device = node.get("device")
         if dtype is None or device not in DEVICES or not isinstance(shape, list) or len(shape) > 16:
