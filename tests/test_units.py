@@ -418,7 +418,10 @@ torch, _ = main.prepare_torch(1)
 os.environ[main.WARM_UP_ENV] = sys.argv[2]
 main.warm_up(torch)
 seen = {"warm": type(sys.modules["torch._dynamo"]).__name__}
-from worker.session import on_fake_device
+from worker.session import on_fake_device, seed_everything
+before = set(sys.modules)
+seed_everything()  # what every request does first: nothing left to import in each worker
+seen["imported"] = sorted(set(sys.modules) - before)
 out = on_fake_device(lambda x: (x @ x.transpose(-2, -1)).softmax(-1), (torch.empty(2, 3, 4, device="meta"),), {})
 seen["fake"] = [out["devices"], list(out["value"].shape), type(sys.modules["torch._dynamo"]).__name__]
 x = torch.linspace(0, 1, 5)
@@ -435,8 +438,9 @@ print(json.dumps(seen))
 @pytest.mark.parametrize("first", ["attribute", "submodule"])
 def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_still_works(first):
     """The worker's torch answers the Python kernels' import of ``torch._dynamo`` with a stand-in (that import
-    costs more than torch's own): the lesson's warm-up and a fake-device call leave the real one unloaded, and a
-    submission that compiles gets the real one, whichever way it first reaches for it."""
+    costs more than torch's own): the lesson's warm-up and a fake-device call leave the real one unloaded, the
+    seeding every request starts with imports nothing more, and a submission that compiles gets the real one,
+    whichever way it first reaches for it."""
     import subprocess
     import sys
 
@@ -448,7 +452,7 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
                           capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-800:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["warm"] == "StandIn" and seen["fake"] == [["meta"], [2, 3, 3], "StandIn"]
+    assert seen["warm"] == "StandIn" and seen["fake"] == [["meta"], [2, 3, 3], "StandIn"] and seen["imported"] == []
     assert seen["compiled"] is True and seen["after"] == "module"
     assert seen.get("once", True) is True
 
