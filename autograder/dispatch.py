@@ -169,9 +169,7 @@ def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
     current tests.
     """
-    with WarmJudge(sandbox, out_dir, assignment, notebook) as warm:
-        if meanwhile is not None:
-            meanwhile()
+    with WarmJudge(sandbox, out_dir, assignment, notebook, meanwhile=meanwhile) as warm:
         _grade_each(iter(tasks), warm.factory, warm.judge, sandbox, warm.scratch_root, out_dir, done, warm.notebook)
 
 
@@ -179,11 +177,13 @@ class WarmJudge:
     """This process made a judge: torch imported, the hidden tests collected, a zygote started (its torch import
     overlaps the collection). ``lend``: control sockets of that zygote for judges forked from this process
     (:meth:`fork`, ``grade --jobs N``), which then start in milliseconds rather than with a torch import, a
-    collection and a zygote of their own."""
+    collection and a zygote of their own. ``meanwhile()``: the caller's own start-up work, done while the zygote
+    imports torch (before this process's torch import: the zygote takes longer to start than it does)."""
 
     def __init__(self, sandbox: Sandbox, out_dir: str | Path, assignment: Assignment, notebook: bool = False,
-                 lend: int = 0) -> None:
+                 lend: int = 0, meanwhile: Callable[[], None] | None = None) -> None:
         self.sandbox, self.out_dir, self.assignment, self.lend = sandbox, out_dir, assignment, lend
+        self.meanwhile = meanwhile
         self.notebook = assignment.notebook if notebook else None  # the file to read, when the notebook is graded
         self.forked = 0
 
@@ -195,6 +195,8 @@ class WarmJudge:
         try:
             # The zygote first: its torch import then runs beside this process's own, not after it.
             self.factory.start()
+            if self.meanwhile is not None:
+                self.meanwhile()
             import torch
 
             from .judge import Judge  # imports pytest and the hidden tests; only judges need them

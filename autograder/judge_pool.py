@@ -199,7 +199,6 @@ def grade_in_parallel(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Pa
             env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
             JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env).run(tasks, jobs, meanwhile)
         return
-    with WarmJudge(sandbox, out_dir, assignment, notebook, lend=jobs) as warm:
-        if meanwhile is not None:  # before the forks: what it imports, the judges share
-            meanwhile()
+    # meanwhile() runs before the forks: what it imports, the judges share.
+    with WarmJudge(sandbox, out_dir, assignment, notebook, lend=jobs, meanwhile=meanwhile) as warm:
         JudgePool(None, sandbox, out_dir, on_done, fork=lambda: _Forked(*warm.fork())).run(tasks, jobs)
