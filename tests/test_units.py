@@ -424,6 +424,10 @@ seed_everything()  # what every request does first: nothing left to import in ea
 seen["imported"] = sorted(set(sys.modules) - before)
 out = on_fake_device(lambda x: (x @ x.transpose(-2, -1)).softmax(-1), (torch.empty(2, 3, 4, device="meta"),), {})
 seen["fake"] = [out["devices"], list(out["value"].shape), type(sys.modules["torch._dynamo"]).__name__]
+weight = torch.ones(2, requires_grad=True)
+(weight * 3).sum().backward()
+torch.optim.SGD([weight], lr=0.5).step()  # an optimizer's step asks torch._dynamo for a graph break
+seen["step"] = [weight.tolist(), type(sys.modules["torch._dynamo"]).__name__]
 x = torch.linspace(0, 1, 5)
 if sys.argv[1] == "submodule":  # a submodule asked for first: the real package, and that submodule run once
     import torch._dynamo.eval_frame as eval_frame
@@ -453,6 +457,7 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     assert done.returncode == 0, done.stderr[-800:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["warm"] == "StandIn" and seen["fake"] == [["meta"], [2, 3, 3], "StandIn"] and seen["imported"] == []
+    assert seen["step"] == [[-0.5, -0.5], "StandIn"]
     assert seen["compiled"] is True and seen["after"] == "module"
     assert seen.get("once", True) is True
 

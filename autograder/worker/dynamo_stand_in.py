@@ -4,7 +4,8 @@ torch's Python kernels (the meta device's, which the fake-device checks run on, 
 ``__torch_dispatch__``) are wrapped so that their first call imports ``torch._dynamo``, only to mark them as
 code the compiler must not trace. That import costs more than ``import torch`` itself (about 1.4 s here) and buys
 nothing where no compiler runs. So the worker installs this stand-in before it warms up: its ``disable`` hands the
-function back unchanged (with no compiler running, an undisabled function behaves the same), and anything else
+function back unchanged (with no compiler running, an undisabled function behaves the same), ``graph_break`` and
+``is_compiling`` answer as the real ones do outside a compiled region, and anything else
 asked of ``torch._dynamo`` (``torch.compile``, its config, a submodule) first swaps in the real package, once,
 so a submission that compiles works as it would anywhere.
 
@@ -40,6 +41,15 @@ class StandIn(types.ModuleType):
         """``torch._dynamo.disable`` where nothing compiles: the function itself (or, without one, a decorator
         that returns its function)."""
         return fn if fn is not None else (lambda function: function)
+
+    @staticmethod
+    def graph_break():
+        """``torch._dynamo.graph_break`` where nothing compiles: nothing to break (an optimizer's ``step`` calls
+        it on every step)."""
+
+    @staticmethod
+    def is_compiling():
+        return False
 
     def real(self):
         """Swap in and return the real ``torch._dynamo`` (imported now, unless an earlier swap did)."""
