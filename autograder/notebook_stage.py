@@ -26,12 +26,10 @@ import builtins
 import copy
 import functools
 import hashlib
-import importlib
 import html
+import importlib
 import json
-import math
 import time
-import functools
 from dataclasses import dataclass, field, replace
 
 from . import grader_notes

@@ -16,8 +16,8 @@ tree's depth and size are capped, and each blob backs at most one tensor (so
 a reply cannot make the judge hold more tensor bytes than it sent).
 """
 
-import json
 import functools
+import json
 import math
 import os
 import select
