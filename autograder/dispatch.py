@@ -174,8 +174,8 @@ def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
 
 
 class WarmJudge:
-    """This process made a judge: torch imported, the hidden tests collected, a zygote started (its torch import
-    overlaps the collection). ``lend``: control sockets of that zygote for judges forked from this process
+    """This process made a judge: a zygote started, then torch imported and the hidden tests collected while the
+    zygote imports torch too. ``lend``: control sockets of that zygote for judges forked from this process
     (:meth:`fork`, ``grade --jobs N``), which then start in milliseconds rather than with a torch import, a
     collection and a zygote of their own. ``meanwhile()``: the caller's own start-up work, done while the zygote
     imports torch (before this process's torch import: the zygote takes longer to start than it does)."""

@@ -51,7 +51,7 @@ def _sandbox(mode: str, limits: Limits | None, fork: bool, out_dir: Path, class_
 
 def warm_reporting(notebook: bool) -> None:
     """Import what the end of a run needs (the reports' matplotlib; nbgrader's database layer when notebooks
-    are graded) while this process would only wait for the zygote or the judges: seconds off the run's end.
+    are graded) while the zygote imports torch, before this process imports it: seconds off the run's end.
     Only a head start: a failure here is left to the real use, which says it as it always did (the class is
     graded all the same)."""
     try:
