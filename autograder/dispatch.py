@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import allocator, notebook_stage
+from . import allocator, core_pairing, notebook_stage
 from .assignment import Assignment
 from . import results as records
 from . import submission as submissions
@@ -161,16 +161,20 @@ def reporter(stream) -> Callable[[SubmissionResult], None]:
 
 def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
                done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
-               meanwhile: Callable[[], None] | None = None) -> None:
+               meanwhile: Callable[[], None] | None = None, core: int | None = None) -> None:
     """Grade ``tasks`` (an iterator) of ``assignment`` in this process, writing each result; call ``done(result)``
     after each; ``notebook``: grade its notebook too (when it has one); ``meanwhile()``: work of the caller's
-    done while the zygote starts (this process would only wait for it).
+    done while the zygote starts (this process would only wait for it); ``core``: the core this judge and its
+    workers grade on (:mod:`.core_pairing`; None: wherever the scheduler puts them).
 
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
     current tests.
     """
     with WarmJudge(sandbox, out_dir, assignment, notebook, meanwhile=meanwhile) as warm:
-        _grade_each(iter(tasks), warm.factory, warm.judge, sandbox, warm.scratch_root, out_dir, done, warm.notebook)
+        with core_pairing.judge_on(core) as placed:
+            warm.factory.core = placed
+            _grade_each(iter(tasks), warm.factory, warm.judge, sandbox, warm.scratch_root, out_dir, done,
+                        warm.notebook)
 
 
 class WarmJudge:
@@ -264,7 +268,10 @@ class WarmJudge:
         with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
             own = WorkerFactory(self.sandbox, scratch_root, self.assignment, zygote=shared)
             try:
-                _grade_each(tasks, own, self.judge, self.sandbox, scratch_root, self.out_dir, done, self.notebook)
+                with core_pairing.judge_on(core_pairing.core_for(index, self.lend, self.sandbox.threads)) as core:
+                    own.core = core
+                    _grade_each(tasks, own, self.judge, self.sandbox, scratch_root, self.out_dir, done,
+                                self.notebook)
             finally:
                 own.close()
         return 0

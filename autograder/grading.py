@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import assignment as assignments
+from . import core_pairing
 from . import nbgrader_record
 from . import seal
 from . import triage
@@ -99,7 +100,8 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     watch = LoadWatch()  # timings mean little without the load they ran under
     meanwhile = functools.partial(warm_reporting, notebook=not skip_notebook)
     if jobs == 1 or len(tasks) <= 1:
-        judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook, meanwhile)
+        judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook, meanwhile,
+                   core=core_pairing.core_for(0, 1, sandbox.threads))
     else:
         grade_in_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, not skip_notebook, meanwhile=meanwhile)
     bar.close()

@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import clocks, cpu_share
+from . import clocks, core_pairing, cpu_share
 from . import sandbox as sandboxes
 from . import strays
 from .submission import stage
@@ -86,6 +86,7 @@ class _Channel:
     last_cpu = 0.0  # the latest cpu_mark
     shares = None  # the factory's cpu_share.CpuShares, where cgroups v2 give each worker a CPU share
     share = None  # this worker's group there, once placed
+    core = None  # its judge's core (core_pairing), where the judge has one of its own
 
     def __init__(self, to_worker, from_worker, output):
         self._to_worker, self._from_worker, self.output = to_worker, from_worker, output
@@ -143,11 +144,15 @@ class _Channel:
         return self.last_cpu
 
     def take_share(self):
-        """Move the worker into a CPU group of its own (before its first request: its children follow it)."""
-        if self.shares is not None and self.share is None:
-            pid = self._main_pid()
-            if pid is not None:
-                self.share = self.shares.place(pid)
+        """Move the worker into a CPU group of its own, and onto its judge's core where the judge has one (before
+        its first request: its children and threads follow it)."""
+        placing = self.shares is not None and self.share is None
+        pid = self._main_pid() if placing or self.core is not None else None
+        if pid is None:
+            return
+        if placing:
+            self.share = self.shares.place(pid)
+        core_pairing.place(pid, self.core)
 
     def usage(self):
         """A :class:`clocks.Usage` of the worker's whole tree (a scan of ``/proc``: read while waiting only)."""
@@ -651,6 +656,7 @@ class WorkerFactory:
         self.zygote, self.note = zygote, ""
         self.use_zygote = sandbox.mode == "bwrap" and sandbox.fork
         self.shares = cpu_share.open_shares()  # None where cgroups v2 offer no CPU controller here
+        self.core = None  # the judge's own core, when it has one (core_pairing): its workers join it there
         if sandbox.mode == "uid":  # confined workers, each its own user, pass through to their own folders
             os.chmod(scratch_root, 0o711)
 
@@ -704,7 +710,7 @@ class WorkerFactory:
         return lambda: self._shared(WorkerProcess(self.sandbox, staged, scratch, self.env))
 
     def _shared(self, worker):
-        worker.shares = self.shares
+        worker.shares, worker.core = self.shares, self.core
         return worker
 
     def notebook_launcher(self, files, scratch):
