@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -132,6 +133,32 @@ def host_pid(root: int, inner: int, depth: int = 1) -> int | None:
                 if len(ids) > depth and ids[depth] == str(inner).encode():
                     return pid
     return None
+
+
+def _process_clock(pid: int) -> int:
+    """The clock id of process ``pid``'s CPU time, all its threads, ended ones included (Linux's
+    ``CPUCLOCK_SCHED`` clock of a whole process, as ``clock_getcpuclockid`` makes it): read in nanoseconds, where
+    ``/proc/<pid>/stat`` counts the kernel's 10 ms ticks."""
+    return ((~pid) << 3) | 2
+
+
+def precise_cpu(pids: Iterable[int]) -> float:
+    """CPU seconds of the tree ``pids`` to the nanosecond: each process's own clock (its threads, ended ones
+    included) plus what its reaped children used (``cutime``/``cstime``, in ticks: a submission that works in a
+    child it reaps hides at most a tick a reading). A process the clock cannot read (ended meanwhile) counts its
+    ticks instead. For short measured calls (a vectorization check); limits use :func:`usage`."""
+    cpu = 0.0
+    for pid in pids:
+        data = _read(f"/proc/{pid}/stat")
+        if not data:
+            continue
+        fields = _fields(data)
+        try:
+            own = time.clock_gettime(_process_clock(pid))
+        except OSError:
+            own = (int(fields[11]) + int(fields[12])) / TICKS
+        cpu += own + (int(fields[13]) + int(fields[14])) / TICKS
+    return cpu
 
 
 @dataclass(frozen=True)

@@ -594,14 +594,15 @@ class RemoteSubmission:
 
     def cpu_of_call(self, name, *args, **kwargs):
         """``(value, cpu seconds)``: ``name(*args, **kwargs)`` called as usual, and the CPU time the worker's whole
-        process tree used meanwhile (threads, children, reaped or not), read by the judge from ``/proc`` before
-        and after (never the worker's word). Work done aside during the call is counted; work done before it
-        cannot help a check whose arguments come from :meth:`draw`."""
+        process tree used meanwhile (threads, children, reaped or not), read by the judge before and after, to the
+        nanosecond (:func:`clocks.precise_cpu`; never the worker's word). Work done aside during the call is
+        counted; work done before it cannot help a check whose arguments come from :meth:`draw`."""
         self._ensure_module(self.contract.names[name], name)  # the import is not the call's work
-        before = self._worker(name).usage().cpu
+        worker = self._worker(name)
+        before = worker.precise_cpu()
         value = self.call(name, *args, **kwargs)
         worker = self._worker(name)
-        return value, max(worker.usage().cpu, worker.last_cpu) - before
+        return value, max(worker.precise_cpu() - before, 0.0)
 
     def call(self, name, *args, device=None, **kwargs):
         value = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,

@@ -279,7 +279,7 @@ PRECOMPUTED = """
 _READY = {}
 import random as _random
 _guess = _random.Random(0)
-for _args in [(_guess.randrange(30_000, 40_000), 32, _guess.uniform(5e3, 2e4)), (30_000, 32, 9_000.0)]:
+for _args in [(_guess.randrange(9_750, 13_000), 32, _guess.uniform(5e3, 2e4)), (10_000, 32, 9_000.0)]:
     _READY[_args] = torch.tensor(_loop_at_import(*_args), dtype=torch.float32)
 """
 
@@ -406,3 +406,42 @@ def test_a_tree_read_from_its_root_down_is_the_tree_read_from_every_parent(monke
             except ProcessLookupError:
                 pass
         root.wait()
+
+
+BURN = """
+import sys, threading, time
+
+def burn(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+print("ready", flush=True)
+sys.stdin.readline()
+before = time.process_time()
+threading.Thread(target=burn, args=(0.013,)).start()  # ends before the reading: its time stays with the process
+burn(0.004)
+for thread in threading.enumerate():
+    if thread is not threading.current_thread():
+        thread.join()
+print(time.process_time() - before, flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_precise_reading_counts_an_ended_thread_to_the_millisecond():
+    """The speed check's reading: a process's own CPU clock, ended threads included, far finer than the 10 ms
+    ticks of ``/proc/<pid>/stat`` (17 ms of work would read as 10 or 20 there)."""
+    child = subprocess.Popen([sys.executable, "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"  # started: Python's own start-up is not in the reading
+        before = clocks.precise_cpu([child.pid])
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        own = float(child.stdout.readline())  # the child's own count of the work, for comparison only
+        measured = clocks.precise_cpu([child.pid]) - before
+        assert own >= 0.017
+        assert abs(measured - own) < 0.002, (measured, own)
+    finally:
+        child.kill()
+        child.wait()
