@@ -192,16 +192,23 @@ def record(course: str | Path, results: list[SubmissionResult], lesson: Assignme
                 gradebook.find_submission(lesson.id, nbid)
             except MissingEntry:
                 gradebook.add_submission(lesson.id, nbid)
-            for test in result.tests:
-                kind, _, grade_id = test.id.partition("::")
-                if kind not in ("notebook", "written"):
-                    continue
-                grade = gradebook.find_grade(grade_id, _notebook_id(lesson), lesson.id, nbid)
-                grade.auto_score = None if test.status == "pending" else (test.score if kind == "notebook" else 0.0)
-                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
-                if kind == "written":
-                    comment = gradebook.find_comment(grade_id, _notebook_id(lesson), lesson.id, nbid)
-                    comment.auto_comment = None if test.status == "pending" else test.output
+            # The notebook's grades and comments read once (a query per cell cost a few ms a student).
+            notebook = gradebook.find_submission_notebook(_notebook_id(lesson), lesson.id, nbid)
+            grades = {grade.name: grade for grade in notebook.grades}
+            comments = {comment.name: comment for comment in notebook.comments}
+            with gradebook.db.no_autoflush:
+                for test in result.tests:
+                    kind, _, grade_id = test.id.partition("::")
+                    if kind not in ("notebook", "written"):
+                        continue
+                    if grade_id not in grades:
+                        raise MissingEntry(f"no cell {grade_id} in the course's notebook")
+                    grade = grades[grade_id]
+                    grade.auto_score = None if test.status == "pending" else (
+                        test.score if kind == "notebook" else 0.0)
+                    grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+                    if kind == "written":
+                        comments[grade_id].auto_comment = None if test.status == "pending" else test.output
         gradebook.db.commit()
 
 
