@@ -68,6 +68,7 @@ class _Prepared:
     failure: GraderFailure | None = None  # no worker could be started
     intake: Any = None  # with the notebook, when it is graded
     notebook_launch: Any = None
+    notebook_worker: Any = None  # the notebook's worker, started with the code's (until the notebook stage takes it)
     seconds: float = 0.0  # wall time spent preparing it (its worker then starts while another student is graded)
 
 
@@ -96,6 +97,11 @@ def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebo
             prepared.notebook_launch = factory.notebook_launcher(prepared.files, prepared.scratch)
         prepared.launch = factory.launcher(prepared.files, prepared.scratch)
         prepared.worker = prepared.launch()
+        if notebook and intake.notebook is not None:
+            try:
+                prepared.notebook_worker = prepared.notebook_launch()
+            except Exception:  # noqa: BLE001 - the notebook stage starts one itself, and says why it could not
+                prepared.notebook_worker = None
     except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
         prepared.failure = GraderFailure("no_worker", f"{NO_WORKER}: {_grader_error(error)}")
     prepared.seconds = time.monotonic() - started
@@ -121,12 +127,15 @@ def _grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: 
         result = judge.grade(task.student, prepared.files, prepared.problems, sandbox, prepared.launch,
                              task.fingerprint, worker=prepared.worker)
         if prepared.intake is not None and not needs_retry(result):
+            worker, prepared.notebook_worker = prepared.notebook_worker, None  # the notebook stage closes it
             result = notebook_stage.grade_into(result, prepared.intake, sandbox, prepared.notebook_launch, out_dir,
-                                               judge.assignment)
+                                               judge.assignment, worker=worker)
         return result
     except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
         return failed_result(task, sandbox, GraderFailure("grader_error", _grader_error(error)))
     finally:
+        if prepared.notebook_worker is not None:  # started ahead, never used (the code is graded again)
+            prepared.notebook_worker.close()
         shutil.rmtree(prepared.scratch, ignore_errors=True)
 
 

@@ -489,10 +489,10 @@ def _executed_notebook(executed, verdicts, assignment):
 
 # ---------------------------------------------------------------- one student's result
 
-def grade_into(result, intake, sandbox, launch, out_dir, lesson):
+def grade_into(result, intake, sandbox, launch, out_dir, lesson, worker=None):
     """``result`` (the code's) with the notebook of ``lesson`` (an Assignment) graded and its tests added, and its
     notebooks written to the nbgrader course; never raises. ``launch()`` starts a worker over the student's
-    module files (forked, IPython preloaded)."""
+    module files (forked, IPython preloaded); ``worker``: one it started ahead (checked before its first use)."""
 
     from . import nbgrader_record
     from .remote import BACKSTOP, RemoteSubmission
@@ -502,7 +502,7 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson):
     name = lesson.notebook
     problem = intake.problems.get("notebook", "missing")
     why_missing = f"no {name} in the submission" if problem == "missing" else f"{name} was not used: {problem}"
-    remote = RemoteSubmission(sandbox, launch, lesson.contract, files=intake.files)
+    remote = RemoteSubmission(sandbox, launch, lesson.contract, worker=worker, files=intake.files)
     remote.budget = sandbox.limits.notebook_seconds  # CPU seconds; the wall clock only backs it up
     remote.deadline = time.monotonic() + BACKSTOP * sandbox.limits.notebook_seconds
     started = time.monotonic()

@@ -408,3 +408,33 @@ def test_resume_fingerprints_only_what_decides_a_grade(tmp_path):
     before = grader_fingerprint([copy])
     copy.write_text(copy.read_text() + "\n# an edit\n")
     assert grader_fingerprint([copy]) != before
+
+
+def test_a_notebooks_worker_starts_with_the_codes_and_ends_when_it_goes_unused(warm_factory, tmp_path):
+    """The notebook's worker is forked ahead with the code's, so its start overlaps the previous student; the
+    notebook stage takes it (its cells run there), and a student whose code must be graded again never leaves it
+    running."""
+    from autograder import dispatch
+    from autograder.judge import Judge
+    from autograder.planning import Task
+    from autograder.results import GraderFailure
+
+    folder = copy_package(REFERENCE, tmp_path / "class" / "ada", MODULES)
+    (folder / LESSON.notebook).write_bytes(LESSON.source_notebook().read_bytes())
+    task = Task("ada", str(folder), "fp")
+    judge, sandbox = Judge(LESSON), warm_factory.sandbox
+    prepared = dispatch.prepare(task, warm_factory, tmp_path, LESSON.notebook)
+    ahead = prepared.notebook_worker
+    assert ahead is not None and ahead is not prepared.worker
+    result = dispatch.grade_prepared(prepared, sandbox, judge, tmp_path / "out")
+    assert result.notebook is not None and result.notebook.reason == ""
+    assert ahead.discarded and prepared.notebook_worker is None  # the notebook stage used it, and ended it
+
+    prepared = dispatch.prepare(task, warm_factory, tmp_path, LESSON.notebook)
+    unused = prepared.notebook_worker
+    unused.ready(time.monotonic() + 30)
+    pid = unused._main_pid()
+    prepared.failure = GraderFailure("no_worker", "the zygote vanished")  # graded again: no notebook stage
+    assert dispatch.needs_retry(dispatch.grade_prepared(prepared, sandbox, judge, tmp_path / "out"))
+    warm_factory.zygote.settle()
+    assert not Path(f"/proc/{pid}").exists()

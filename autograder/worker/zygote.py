@@ -189,7 +189,15 @@ def preload_notebook():
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401
+        import matplotlib.pyplot as pyplot
+
+        # A throwaway figure of the kinds notebooks draw (an image with a colour bar, a line): the modules and
+        # tables each first loads on its first use are then loaded once, here, not in every worker.
+        figure, axes = pyplot.subplots()
+        figure.colorbar(axes.imshow([[0.0, 1.0]]), ax=axes)
+        axes.plot([0, 1])
+        axes.set_title("warm-up")
+        pyplot.close(figure)
     except Exception:  # noqa: BLE001 - a notebook that needs them will say so in its own outputs
         return False
     return True
