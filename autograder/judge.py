@@ -25,8 +25,8 @@ from .hidden_suite import HiddenSuite, Outcome
 from .reference import load_reference
 from .remote import RemoteSubmission, SubmissionFailure, bounded
 from .launch import WorkerFactory
-from .results import GraderFailure, SubmissionResult, TestResult
-from .rubric import NotChecked, RubricEntry
+from .results import Cause, GraderFailure, SubmissionResult, TestResult
+from .rubric import NotChecked, RubricEntry, WrongShape
 from .sandbox import Requested, Sandbox, choose_sandbox
 
 
@@ -83,21 +83,30 @@ def _result_for(entry: RubricEntry, outcome: Outcome) -> tuple[TestResult, Grade
     if outcome.state == "skipped":
         if entry.optional:  # this machine cannot run it (no GPU): it counts neither in the score nor in the maximum
             return TestResult(name, group, 0, 0, "skipped", f"Not counted here: {outcome.reason}.", visibility,
-                              test_id), None
-        return TestResult(name, group, 0, points, "failed", f"{concept}\nNot checked: {outcome.reason}.", visibility,
-                          test_id), None
+                              test_id, cause=Cause("not_run")), None
+        happened = f"Not checked: {outcome.reason}."
+        return TestResult(name, group, 0, points, "failed", f"{concept}\n{happened}", visibility, test_id,
+                          concept=concept, happened=happened, cause=Cause("not_run")), None
     blocked = _find(outcome.error, NotChecked)
     if blocked is not None:  # a part it needs fails first: charged to that part, and the feedback says so
-        output = (f"{concept}\nWhat happened: not checked yet: it needs {blocked.part}, which {blocked.reason}; "
-                  f"fix {blocked.part} first")
-        return TestResult(name, group, 0, points, "failed", output, visibility, test_id, blocked_by=blocked.part,
-                          charged_to=blocked.topic), None
+        happened = f"not checked yet: it needs {blocked.part}, which {blocked.reason}; fix {blocked.part} first"
+        return TestResult(name, group, 0, points, "failed", f"{concept}\nWhat happened: {happened}", visibility,
+                          test_id, blocked_by=blocked.part, charged_to=blocked.topic, concept=concept,
+                          happened=happened, cause=Cause("not_checked")), None
     failure = _student_failure(outcome.error)
     crashed = None
     if failure is None and not _is_assertion(outcome.error):
         crashed = GraderFailure("check_crashed", f"{test_id}: {CHECK_CRASHED} ({type(outcome.error).__name__})")
-    output = concept if failure is None else f"{concept}\nWhat happened: {failure.summary}"
-    return TestResult(name, group, 0, points, "failed", output, visibility, test_id), crashed
+    if failure is not None:
+        cause = failure.cause
+    elif crashed is not None:
+        cause = Cause("check_crashed")
+    else:
+        cause = Cause("wrong_shape" if _find(outcome.error, WrongShape) is not None else "wrong_value")
+    happened = "" if failure is None else failure.summary
+    output = f"{concept}\nWhat happened: {happened}" if happened else concept
+    return TestResult(name, group, 0, points, "failed", output, visibility, test_id, concept=concept,
+                      happened=happened, cause=cause), crashed
 
 
 def collect_rubric(hidden_dir: Path) -> list[RubricEntry]:

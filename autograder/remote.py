@@ -26,6 +26,7 @@ import re
 import time
 
 from . import clocks, seal
+from .results import Cause
 from .worker import protocol
 from .worker.contract import Contract
 
@@ -92,6 +93,7 @@ class SubmissionFailure(Exception):
 
     summary = "your code did not produce an answer"
     detail = ""
+    cause = Cause("crashed")  # what went wrong, as a value (each kind below sets its own)
 
     def __str__(self):
         return self.summary
@@ -117,6 +119,7 @@ class StudentError(SubmissionFailure):
         self.on_cpu_too = fake and record.get("on_cpu_too") is True
         self.mixed_devices = fake and not self.on_cpu_too and record.get("mixed_devices") is True
         place = f" at {self.where}" if self.where else ""
+        self.cause = Cause("raised", public_type(self.mro, ""), self.where or "")
         self.summary = f"{name} raised {public_type(self.mro)}{place}"
         if self.on_cpu_too:
             self.summary += " on the CPU too (not a device problem)"
@@ -140,6 +143,9 @@ class ImportFailure(SubmissionFailure):
         # source), never from the worker's words, which only pick which one.
         absent = record.get("missing", "").partition(".")[0]
         absent = absent if absent in unavailable else next(iter(unavailable), "")
+        self.cause = Cause("missing_file" if cause == "MissingFile" else "missing_name" if cause == "MissingName"
+                           else "import_failed", "" if cause in ("MissingFile", "MissingName")
+                           else public_type([cause, *record["mro"]], ""), where or "")
         if cause == "ModuleNotFoundError" and absent:
             self.summary = (f"importing {module}.py failed: it imports `{absent}`, which graders do not have "
                             f"(allowed: {', '.join(packages)})")
@@ -163,6 +169,8 @@ class WorkerCrash(SubmissionFailure):
 class CallTimeout(SubmissionFailure):
     """A call that used up its CPU time (``asleep=False``) or waited without computing past its limit."""
 
+    cause = Cause("timeout")
+
     def __init__(self, name, seconds, earlier=False, asleep=False):
         super().__init__()
         self.asleep = asleep
@@ -175,6 +183,8 @@ class CallTimeout(SubmissionFailure):
 
 
 class SubmissionTimeout(SubmissionFailure):
+    cause = Cause("timeout")
+
     def __init__(self, seconds, asleep=False):
         super().__init__()
         if asleep:
@@ -194,10 +204,13 @@ class ForbiddenCall(SubmissionFailure):
     def __init__(self, name, apis):
         super().__init__()
         self.apis = sorted(apis)
+        self.cause = Cause("forbidden", apis=tuple(self.apis))
         self.summary = f"{name} uses {', '.join(self.apis)}: this part asks you to build it yourself"
 
 
 class BadValue(SubmissionFailure):
+    cause = Cause("bad_value")
+
     def __init__(self, name, what):
         super().__init__()
         self.summary = f"{name} returned {what}"

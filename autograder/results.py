@@ -95,6 +95,51 @@ class NotebookSummary:
                    output=str(data.get("notebook_output", "")))
 
 
+# Why a check failed, as a value: validate, feedback and reports read it, never the output's words.
+CauseKind = Literal[
+    "wrong_value",  # the answer came back and a check of it failed
+    "wrong_shape",  # the answer came back with the wrong shape (rubric.WrongShape)
+    "raised",  # the student's code raised an exception (``error_type`` at ``where``)
+    "missing_file", "missing_name",  # a student file, or a name the tests need, is not there
+    "import_failed",  # a student file could not be imported (``error_type`` at ``where``)
+    "forbidden",  # the code used an API the part asks students to build (``apis``)
+    "timeout",  # a call, or the whole submission, ran out of time
+    "crashed",  # the process running the code stopped
+    "bad_value",  # an answer of the wrong kind (no tensor, a malformed value)
+    "not_checked",  # a part it needs fails first (``TestResult.blocked_by``)
+    "not_run",  # this machine could not run it
+    "check_crashed",  # the check could not use the answer
+]
+CAUSE_KINDS: tuple[CauseKind, ...] = get_args(CauseKind)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why one check failed: its ``kind``, and for code that raised its Python type name and place
+    (``heads.py:12``), for a forbidden API the APIs met. The judge's words only, never the submission's."""
+
+    kind: CauseKind
+    error_type: str = ""
+    where: str = ""
+    apis: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"kind": self.kind}
+        record.update({key: value for key, value in (("error_type", self.error_type), ("where", self.where))
+                       if value})
+        if self.apis:
+            record["apis"] = list(self.apis)
+        return record
+
+    @classmethod
+    def from_json(cls, data: Any) -> Cause | None:
+        if not isinstance(data, dict) or data.get("kind") not in CAUSE_KINDS:
+            return None
+        apis = data.get("apis")
+        return cls(kind=data["kind"], error_type=str(data.get("error_type", "")), where=str(data.get("where", "")),
+                   apis=tuple(str(api) for api in apis) if isinstance(apis, list) else ())
+
+
 @dataclass(frozen=True)
 class TestResult:
     """One rubric line for one student."""
@@ -111,6 +156,11 @@ class TestResult:
     id: str = ""  # the hidden test's function name: stable across renames of its title
     blocked_by: str = ""  # not checked because this part fails first (rubric.NotChecked): fix it first
     charged_to: str = ""  # the rubric topic a blocked check is charged to (the part's), instead of its own
+    # A hidden test's output is ``concept`` then "What happened: ``happened``"; both kept apart, with the
+    # failure's ``cause``, so nothing downstream reads them back out of the words.
+    concept: str = ""
+    happened: str = ""
+    cause: Cause | None = None
 
     @property
     def counted(self) -> bool:
@@ -128,6 +178,10 @@ class TestResult:
             "extra_data": {"id": self.id, **({"blocked_by": self.blocked_by, "charged_to": self.charged_to}
                                              if self.blocked_by else {})},
         }
+        extra = record["extra_data"]
+        extra.update({key: value for key, value in (("concept", self.concept), ("happened", self.happened)) if value})
+        if self.cause is not None:
+            extra["cause"] = self.cause.to_json()
         if not self.counted:  # Gradescope knows only passed and failed; a 0/0 test without a status is neutral
             del record["status"]
             record["extra_data"]["counted"] = False
@@ -153,7 +207,8 @@ class TestResult:
             max_score=float(top), status=status,
             output=str(data.get("output", "")), visibility=str(data.get("visibility", "visible")),
             id=str(extra.get("id", "")), blocked_by=str(extra.get("blocked_by", "")),
-            charged_to=str(extra.get("charged_to", "")),
+            charged_to=str(extra.get("charged_to", "")), concept=str(extra.get("concept", "")),
+            happened=str(extra.get("happened", "")), cause=Cause.from_json(extra.get("cause")),
         )
 
 

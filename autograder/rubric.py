@@ -54,6 +54,11 @@ class NotChecked(Exception):
         self.part, self.topic, self.reason = part, topic, reason
 
 
+class WrongShape(AssertionError):
+    """A hidden test's assertion that the answer has the wrong shape (a failed check like any other, typed so the
+    result's cause says ``wrong_shape`` rather than ``wrong_value``)."""
+
+
 def graded(points: float, concept: str, visibility: Visibility = "visible", optional: bool = False,
            topic: str | None = None) -> pytest.MarkDecorator:
     """Mark a hidden test with its points, the concept it checks and who may see it.

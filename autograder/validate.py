@@ -26,7 +26,6 @@ from .mutants import build, copy_package, load_catalogue
 
 PRECISION_GOAL = 0.95
 MAX_CONCEPTS = 2  # a single mistake fails the tests of at most this many concepts
-FORBIDDEN_MARK = "asks you to build it yourself"  # remote.ForbiddenCall's summary
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,16 @@ def charged_to(test, topic):
     fails every test that reaches it; else its own ``topic``."""
     if test.charged_to:
         return test.charged_to
-    return "forbidden" if FORBIDDEN_MARK in test.output else topic
+    return "forbidden" if test.cause is not None and test.cause.kind == "forbidden" else topic
+
+
+def _names(test, bug):
+    """Whether a failed visible check's feedback teaches ``bug``'s concept: its own concept states it, or, for a
+    bug declaring the ``forbidden`` topic, its cause is a forbidden API (the feedback names the API). Read from
+    the record's typed fields, never from its wording."""
+    if "forbidden" in bug.topics and test.cause is not None and test.cause.kind == "forbidden":
+        return True
+    return bool(bug.concept) and bug.concept.lower() in test.concept.lower()
 
 
 def _judge_bug(bug, result, topics):
@@ -63,8 +71,7 @@ def _judge_bug(bug, result, topics):
     missing = [name for name in bug.catches if name not in failed]
     if missing:
         return False, f"expected to fail but passed: {', '.join(missing)}", failures
-    named = [test for test in failed.values() if test.visibility == "visible"
-             and bug.concept.lower() in test.output.lower()]
+    named = [test for test in failed.values() if test.visibility == "visible" and _names(test, bug)]
     if bug.concept and not named:
         return False, f"caught, but no visible check's feedback names the concept {bug.concept!r}", failures
     unknown = [topic for topic in bug.topics if topic not in set(topics.values()) | {"forbidden"}]

@@ -5,7 +5,7 @@ import pytest
 
 from autograder.reports import feedback, feedback_text, write_reports
 from autograder.reports.feedback_view import GRADED, graded_output, instructor_comment, view
-from autograder.results import NotebookSummary, SubmissionResult, TestResult
+from autograder.results import Cause, NotebookSummary, SubmissionResult, TestResult
 
 COMMENT = ("Good, but say why it is *invariance*, not <b>equivariance</b>.\n"
            "See [the lesson](https://example.org/lesson#heads) & `split_heads`.\n\n"
@@ -15,8 +15,11 @@ COMMENT = ("Good, but say why it is *invariance*, not <b>equivariance</b>.\n"
 def _record(comment=COMMENT, student="ünï <b>"):
     code = [TestResult("split shape", "heads", 2, 2, "passed", "", "visible", "test_split"),
             TestResult("mask blocks keys", "attention", 0, 3, "failed",
-                       "A blocked key gets no weight.\nWhat happened: weights[0, 1] was 0.4", "visible", "test_mask"),
-            TestResult("hidden layout", "encoding", 0, 4, "failed", "Sine in even columns.", "hidden", "test_layout"),
+                       "A blocked key gets no weight.\nWhat happened: weights[0, 1] was 0.4", "visible", "test_mask",
+                       concept="A blocked key gets no weight.", happened="weights[0, 1] was 0.4",
+                       cause=Cause("wrong_value")),
+            TestResult("hidden layout", "encoding", 0, 4, "failed", "Sine in even columns.", "hidden", "test_layout",
+                       concept="Sine in even columns.", cause=Cause("wrong_value")),
             TestResult("notebook: apply", "notebook", 0, 3, "failed", "your *answer* was <i>x</i>", "visible",
                        "notebook::apply")]
     written = [TestResult("written: q1", "written", 3, 4, "failed", graded_output(comment), "visible", "written::q1"),

@@ -9,7 +9,7 @@ import torch
 from autograder import paths
 from autograder.errors import KitError
 from autograder.mutants import Edit, Mutant
-from autograder.results import SubmissionResult, TestResult
+from autograder.results import Cause, SubmissionResult, TestResult
 from autograder.validate import assess, charged_to, diagnosis_matrix, precision, validate
 
 
@@ -32,8 +32,10 @@ def _bug(topics, concept="sqrt(d)", files=("attention.py",)):
     return Mutant("bug", "a bug", tuple(Edit(file=file, new="x") for file in files), concept=concept, topics=topics)
 
 
-def _failed(test_id, output, visibility="visible"):
-    return TestResult(test_id, "attention", 0, 2, "failed", output, visibility, test_id)
+def _failed(test_id, concept, visibility="visible", cause=None, happened=""):
+    output = f"{concept}\nWhat happened: {happened}" if happened else concept
+    return TestResult(test_id, "attention", 0, 2, "failed", output, visibility, test_id, concept=concept,
+                      happened=happened, cause=cause or Cause("wrong_value"))
 
 
 def test_the_matrix_charges_each_failure_to_a_concept_and_the_precision_counts_them():
@@ -60,10 +62,21 @@ def test_a_bug_must_fail_a_visible_check_that_names_it_and_declare_known_concept
     assert not verdict.ok and "unknown concepts" in verdict.problem
 
 
-def test_a_forbidden_api_is_charged_to_itself():
-    test = _failed("test_module", "...\nWhat happened: MultiHeadAttention uses torch.nn.MultiheadAttention: this part "
-                                  "asks you to build it yourself")
+def test_a_forbidden_api_is_charged_to_itself_by_its_cause_never_by_the_words():
+    forbidden = Cause("forbidden", apis=("torch.nn.MultiheadAttention",))
+    test = _failed("test_module", "...", cause=forbidden, happened="MultiHeadAttention uses a forbidden API")
     assert charged_to(test, "mha-math") == "forbidden"
+    # Feedback reworded either way changes nothing: the cause decides.
+    assert charged_to(replace(test, output="anything at all", happened="reworded"), "mha-math") == "forbidden"
+    imitation = _failed("test_module", "...", happened="uses X: this part asks you to build it yourself")
+    assert charged_to(imitation, "mha-math") == "mha-math"
+
+
+def test_the_concept_a_bug_must_name_is_read_from_the_concept_never_from_what_happened():
+    topics = {"test_scaling": "sdpa-scaling"}
+    only_happened = SubmissionResult("bug", (_failed("test_scaling", "the scale", happened="scores divided by sqrt(d)"),))
+    verdict, = assess({"bug": only_happened}, {"bug": _bug(("sdpa-scaling",))}, {}, topics)
+    assert not verdict.ok and "no visible check" in verdict.problem
 
 
 def test_with_cuda_required_a_skipped_gpu_check_fails_the_reference():

@@ -89,15 +89,17 @@ def score_line(result: SubmissionResult) -> str:
 
 
 def _concept(test: TestResult) -> str:
-    return test.output.split("\nWhat happened: ")[0].strip()
+    """The idea a check tests: its record's ``concept`` (a hidden test's), else its whole output (a notebook's)."""
+    return (test.concept or test.output).strip()
 
 
 def _check(test: TestResult) -> Check:
     comment = instructor_comment(test)
     if comment:
         return Check(test.name, test.score, test.max_score, GRADED, comment=comment)
-    concept, _, happened = test.output.partition("\nWhat happened: ")
-    return Check(test.name, test.score, test.max_score, concept.strip(), happened, test.group == "notebook")
+    if test.concept:  # a hidden test: the concept and what happened, kept apart in the record
+        return Check(test.name, test.score, test.max_score, test.concept, test.happened)
+    return Check(test.name, test.score, test.max_score, test.output.strip(), "", test.group == "notebook")
 
 
 def view(result: SubmissionResult) -> FeedbackView:

@@ -10,7 +10,7 @@ import zlib
 import torch
 
 from autograder.remote import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
-from autograder.rubric import NotChecked
+from autograder.rubric import NotChecked, WrongShape
 from autograder.worker.protocol import Handle, Unsupported, device_of
 
 from ..public_checks import load_public_checks
@@ -66,8 +66,8 @@ def student_raises(type_name):
 def tensor(value, shape=None, dtype=None):
     """Assert the student returned a tensor (of ``shape`` / ``dtype`` when given); return it."""
     assert isinstance(value, torch.Tensor) and not isinstance(value, (Handle, Unsupported)), "not a tensor"
-    if shape is not None:
-        assert tuple(value.shape) == tuple(shape), f"shape {tuple(value.shape)} instead of {tuple(shape)}"
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise WrongShape(f"shape {tuple(value.shape)} instead of {tuple(shape)}")
     if dtype is not None:
         assert value.dtype == dtype, f"dtype {value.dtype} instead of {dtype}"
     return value
