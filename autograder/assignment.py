@@ -28,8 +28,11 @@ A descriptor, abridged::
     [classroom.prefixes]             # optional: short prefixes of the Classroom steps' ids, per student file
     norms = "norm"
 
-A lesson's folder may also hold ``student_readme.md``, the Classroom template's README (``{setup}``,
-``{package}``, ``{packages}``, ``{steps}``, ``{total}``, ``{points_per_test}`` and ``{seconds}`` are filled in).
+    [classroom]                      # optional
+    public_test_seconds = 5          # one run of the public tests, measured (the student README's {seconds})
+
+A lesson's folder may also hold ``student_readme.md``, the Classroom template's README (the placeholders
+``classroom.PLACEHOLDERS`` lists are filled in; any other brace stays as written). docs/authoring.md has every key.
 """
 
 import importlib.util
@@ -65,6 +68,13 @@ class Assignment:
     hooks: Path | None = None  # a module with the lesson's figures and speed goals
     promises: Path | None = None  # the docstrings' rules and their tests (instructor-side, for the rubric page)
     step_prefixes: dict = field(default_factory=dict)  # module -> short prefix of its Classroom steps' ids
+    public_test_seconds: float | None = None  # a run of the public tests, measured (the student README's {seconds})
+
+    @property
+    def pages(self) -> Path:
+        """Where ``rubric`` and ``figures`` write by default: the kit's ``docs/`` for a lesson under
+        ``autograder/lessons/``, else the lesson's own folder (never another lesson's pages)."""
+        return LESSONS_DIR.parent.parent / "docs" if self.descriptor.is_relative_to(LESSONS_DIR) else self.folder
 
     @property
     def folder(self) -> Path:
@@ -132,6 +142,9 @@ def load(path: str | Path) -> Assignment:
         return (here / data[key]).resolve() if data.get(key) else None
 
     files = data["files"]
+    classroom = data.get("classroom", {})
+    if not isinstance(classroom, dict):
+        raise KitError(f"assignment descriptor {path}: [classroom] must be a table")
     packages = data.get("packages", list(DEFAULT_PACKAGES))
     if (not isinstance(packages, list) or not all(isinstance(name, str) and name.isidentifier() for name in packages)
             or "torch" not in packages):
@@ -152,7 +165,17 @@ def load(path: str | Path) -> Assignment:
                       solutions=place("solutions"), release=place("release"), hidden_tests=place("hidden_tests"),
                       catalogue=place("catalogue"), notebook=data.get("notebook") or None,
                       warm_up=place("warm_up"), hooks=place("hooks"), promises=place("promises"),
-                      step_prefixes=dict(data.get("classroom", {}).get("prefixes", {})))
+                      step_prefixes=dict(classroom.get("prefixes", {})),
+                      public_test_seconds=_seconds(path, classroom.get("public_test_seconds")))
+
+
+def _seconds(path: Path, value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise KitError(f"assignment descriptor {path}: classroom.public_test_seconds must be a positive number, "
+                       f"got {value!r}")
+    return float(value)
 
 
 def default() -> Assignment:

@@ -37,11 +37,15 @@ POINTS_PER_TEST = 1
 # the download comes on top) on a 2-core machine shared with other jobs (load average 15 to 160), and one run of
 # the public tests (the CPU seconds it used: about its time on an idle machine, most of it importing torch).
 SETUP_DOWNLOAD_MB, TORCH_DOWNLOAD_MB, SETUP_DISK_GB, SETUP_MINUTES = 290, 190, 1.3, 8
-PUBLIC_TESTS_SECONDS = 5
 # The template's requirements: the packages the assignment lets students import (its descriptor's ``packages``),
-# then the tools they work with (the notebook's plots, the public tests, Jupyter). A name takes the kit's own pin
-# (pyproject.toml); Jupyter, which the kit does not use, is pinned here.
-TOOLS = ("matplotlib", "pytest", "notebook==7.6.5", "ipykernel")
+# then the tools they work with: the public tests always; the notebook's plots and Jupyter only for a lesson with a
+# notebook. A name takes the kit's own pin (pyproject.toml); Jupyter, which the kit does not use, is pinned here.
+TOOLS = ("pytest",)
+NOTEBOOK_TOOLS = ("matplotlib", "notebook==7.6.5", "ipykernel")
+# What a lesson's student_readme.md may name in braces; any other brace (``\theta_{i}``, a JSON example) stays.
+PLACEHOLDERS = ("setup", "title", "package", "steps", "total", "points_per_test", "seconds", "forbidden", "packages",
+                "tests")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 PYTEST_INI = """\
 [pytest]
 testpaths = assignments/{package}/tests
@@ -66,7 +70,8 @@ class Step:
 
 def student_packages(assignment: Assignment) -> tuple[str, ...]:
     """What the template installs: the assignment's packages, then the tools (each once)."""
-    return tuple(dict.fromkeys((*assignment.contract.packages, *TOOLS)))
+    tools = TOOLS + (NOTEBOOK_TOOLS if assignment.notebook else ())
+    return tuple(dict.fromkeys((*assignment.contract.packages, *tools)))
 
 
 def student_requirements(assignment: Assignment) -> str:
@@ -238,13 +243,15 @@ def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None
     template = assignment.folder / "student_readme.md"
     text = template.read_text(encoding="utf-8") if template.is_file() else (
         "# {title}\n\n{setup}## Check your work\n\n```\n.venv/bin/python -m pytest\n```\n")
+    seconds = assignment.public_test_seconds
     fields = dict(setup=_setup(), title=assignment.title, package=assignment.id, steps=len(steps), total=total,
-                  points_per_test=_points(POINTS_PER_TEST), seconds=f"about {PUBLIC_TESTS_SECONDS} seconds",
-                  forbidden=_forbidden(assignment),
-                  packages=allowed_packages(assignment))
+                  points_per_test=_points(POINTS_PER_TEST),
+                  seconds=f"about {seconds:g} seconds" if seconds else "a few seconds",
+                  forbidden=_forbidden(assignment), packages=allowed_packages(assignment))
     if "{tests}" in text:  # collecting costs a torch import: only when the text asks for the count
         fields["tests"] = public_test_count(assignment) if tests is None else tests
-    return text.format(**fields)
+    # Only the named placeholders are filled, once, left to right: a brace in the lesson's text is its own.
+    return _PLACEHOLDER.sub(lambda found: str(fields[found.group(1)]), text)
 
 
 def write_template(destination: str | Path, assignment: Assignment) -> list[str]:
@@ -256,13 +263,15 @@ def write_template(destination: str | Path, assignment: Assignment) -> list[str]
     if problems:
         raise KitError(f"{assignment.release} is not what {assignment.solutions} generates; "
                        "run 'python -m autograder release' first")
+    # Every text first: a lesson's mistake (an unreadable README, a public test without a step) stops here,
+    # before anything is written, so the rerun after the fix finds the folder as it was.
+    texts = {"README.md": student_readme(assignment), "requirements.txt": student_requirements(assignment),
+             "pytest.ini": PYTEST_INI.format(package=assignment.id),
+             ".gitignore": ".venv/\n__pycache__/\n.ipynb_checkpoints/\n",
+             ".github/workflows/classroom.yml": classroom_workflow(assignment)}
     shutil.copytree(assignment.release, destination / "assignments" / assignment.id,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
-    (destination / "README.md").write_text(student_readme(assignment))
-    (destination / "requirements.txt").write_text(student_requirements(assignment))
-    (destination / "pytest.ini").write_text(PYTEST_INI.format(package=assignment.id))
-    (destination / ".gitignore").write_text(".venv/\n__pycache__/\n.ipynb_checkpoints/\n")
-    workflow = destination / ".github" / "workflows" / "classroom.yml"
-    workflow.parent.mkdir(parents=True)
-    workflow.write_text(classroom_workflow(assignment))
+    for name, text in texts.items():
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        (destination / name).write_text(text)
     return sorted(path.relative_to(destination).as_posix() for path in destination.rglob("*") if path.is_file())

@@ -7,7 +7,6 @@ wires arguments to it, so tests call the functions directly.
 import argparse
 import sys
 
-from . import paths
 from .assignment import resolve
 from .errors import KitError
 from .sandbox import MODES
@@ -21,6 +20,15 @@ def _classroom(args):
 
     files = write_template(args.to, resolve(args.assignment))
     print(f"template repository with {len(files)} files written to {args.to}")
+    return 0
+
+
+def _new_lesson(args):
+    from .new_lesson import scaffold
+
+    written = scaffold(args.id, args.to)
+    print(f"lesson {args.id} written to {args.to} ({len(written)} files); next: python -m autograder release "
+          f"--assignment {args.to}")
     return 0
 
 
@@ -89,14 +97,16 @@ def _gradescope_run(args):
 def _rubric(args):
     from .rubric_page import write_rubric
 
-    print(f"rubric written to {write_rubric(args.to, resolve(args.assignment))}")
+    assignment = resolve(args.assignment)
+    print(f"rubric written to {write_rubric(args.to or assignment.pages / 'rubric.md', assignment)}")
     return 0
 
 
 def _figures(args):
     from .figures import lesson_figures
 
-    for path in lesson_figures(resolve(args.assignment), args.to):
+    assignment = resolve(args.assignment)
+    for path in lesson_figures(assignment, args.to or assignment.pages / "figures"):
         print(f"wrote {path}")
     return 0
 
@@ -138,6 +148,11 @@ def build_parser():
     lesson = argparse.ArgumentParser(add_help=False)
     lesson.add_argument("--assignment", metavar="DESCRIPTOR",
                         help="an assignment.toml (or its folder); default: the kit's own lesson")
+
+    new = commands.add_parser("new-lesson", help="write a working skeleton lesson to grow (docs/authoring.md)")
+    new.add_argument("id", metavar="ID", help="the package students will write (a lower-case Python name)")
+    new.add_argument("--to", required=True, metavar="DIR", help="a new or empty folder")
+    new.set_defaults(run=_new_lesson)
 
     rel = commands.add_parser("release", parents=[lesson], help="regenerate assignments/ from solutions/")
     rel.add_argument("--check", action="store_true", help="only verify that assignments/ is up to date")
@@ -195,11 +210,13 @@ def build_parser():
     gsr.set_defaults(run=_gradescope_run)
 
     rub = commands.add_parser("rubric", parents=[lesson], help="write the rubric page from the hidden tests (names, points, no code)")
-    rub.add_argument("--to", default=str(paths.REPO_ROOT / "docs" / "rubric.md"))
+    rub.add_argument("--to", metavar="FILE", help="default: docs/rubric.md for the kit's own lesson, else rubric.md "
+                     "in the lesson's folder")
     rub.set_defaults(run=_rubric)
 
     fig = commands.add_parser("figures", parents=[lesson], help="draw the guides' figures from the reference solutions")
-    fig.add_argument("--to", default=str(paths.REPO_ROOT / "docs" / "figures"))
+    fig.add_argument("--to", metavar="DIR", help="default: docs/figures for the kit's own lesson, else figures/ in "
+                     "the lesson's folder")
     fig.set_defaults(run=_figures)
 
     # "gradebook", its first name, still works; it never meant gradebook.csv, which grade writes.

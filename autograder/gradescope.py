@@ -1,6 +1,7 @@
 """Gradescope: ``python -m autograder gradescope --to autograder.zip`` and the ``run_autograder`` inside it.
 
-The zip holds this kit (engine, hidden tests, reference, release), ``setup.sh``
+The zip holds this kit's engine and one lesson (its descriptor's folder, hidden tests, reference, release: no
+other lesson's files, wherever the lesson lives), ``setup.sh``
 (pinned environment and bubblewrap) and ``run_autograder``, which grades
 ``/autograder/submission`` with the same sandboxed judge as ``grade`` and
 writes ``/autograder/results/results.json`` (the same result record, with a
@@ -10,6 +11,7 @@ kit's tests run it against a simulated tree.
 
 from __future__ import annotations
 
+import os
 import shlex
 import tempfile
 import time
@@ -25,7 +27,9 @@ from .grading import grade_class
 from .results import SubmissionResult, save
 from .submission import read_submission
 
-KIT_PARTS = ("pyproject.toml", "README.md", "nbgrader_config.py", "autograder", "solutions", "assignments")
+KIT_FILES = ("pyproject.toml", "README.md", "nbgrader_config.py")
+ENGINE = "autograder"
+LESSON_PREFIX = "lesson"  # where a lesson from outside the kit's folder sits in the zip
 
 
 def setup_script(assignment: Assignment) -> str:
@@ -57,20 +61,53 @@ exec "$PYTHON" -m autograder gradescope-run --root "$ROOT" --assignment {descrip
 """
 
 
+def lesson_parts(assignment: Assignment) -> list[Path]:
+    """The files and folders of ``assignment`` the zip needs: its descriptor's folder and every place the descriptor
+    names (each once, the outermost)."""
+    places = [assignment.folder, assignment.solutions, assignment.release, assignment.hidden_tests,
+              assignment.catalogue, assignment.warm_up, assignment.hooks, assignment.promises]
+    places = sorted({Path(place) for place in places if place is not None and Path(place).exists()}, key=str)
+    return [place for place in places if not any(place != other and place.is_relative_to(other) for other in places)]
+
+
+def _zip_names(assignment: Assignment) -> tuple[dict[Path, str], str]:
+    """``({each lesson part: its name in the zip}, the descriptor's name in the zip)``. A lesson inside the kit's
+    folder keeps its places there; one outside goes under :data:`LESSON_PREFIX`, its parts where they sit relative
+    to one another, so the descriptor's relative paths still hold."""
+    parts = lesson_parts(assignment)
+    if all(part.is_relative_to(paths.REPO_ROOT) for part in parts):
+        base, prefix = paths.REPO_ROOT, ""
+    else:
+        base, prefix = Path(os.path.commonpath([str(part) for part in parts])), f"{LESSON_PREFIX}/"
+    names = {part: prefix + part.relative_to(base).as_posix() for part in parts}
+    return names, prefix + assignment.descriptor.relative_to(base).as_posix()
+
+
+def _files(source: Path) -> list[Path]:
+    found = [source] if source.is_file() else sorted(source.rglob("*"))
+    return [path for path in found if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+            and ".ipynb_checkpoints" not in path.parts]
+
+
 def build_package(destination: str | Path, assignment: Assignment | None = None) -> Path:
-    """Write the Gradescope autograder zip for ``assignment`` (the kit's lesson by default; its folders must be
-    inside the kit's, where the zip keeps their places); return its path."""
+    """Write the Gradescope autograder zip for ``assignment`` (the kit's lesson by default), from wherever it
+    lives: the engine (``autograder/``, no lesson of its own but this one), the kit's project files and this
+    lesson's parts; return its path."""
     destination = Path(destination)
     if destination.suffix != ".zip":
         raise KitError(f"--to must name a .zip file, got {destination}")
     assignment = resolve(assignment)
-    parts = [paths.REPO_ROOT / part for part in KIT_PARTS]
-    for folder in (assignment.folder, assignment.solutions, assignment.release):
-        if not folder.is_relative_to(paths.REPO_ROOT):
-            raise KitError(f"the Gradescope zip packs the kit's folder; {folder} is outside it")
-        if not any(folder.is_relative_to(part) for part in parts):
-            parts.append(folder)
-    descriptor = assignment.descriptor.relative_to(paths.REPO_ROOT).as_posix()
+    lessons = paths.REPO_ROOT / ENGINE / "lessons"
+    names, descriptor = _zip_names(assignment)
+    packed: dict[str, Path] = {}
+    for name in KIT_FILES:
+        packed[name] = paths.REPO_ROOT / name
+    for path in _files(paths.REPO_ROOT / ENGINE):
+        if not path.is_relative_to(lessons) or path == lessons / "__init__.py":  # of the kit's lessons, this one
+            packed[path.relative_to(paths.REPO_ROOT).as_posix()] = path
+    for part, name in names.items():
+        for path in _files(part):
+            packed[(name + "/" + path.relative_to(part).as_posix()) if part.is_dir() else name] = path
     destination.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in (("setup.sh", setup_script(assignment)),
@@ -78,11 +115,8 @@ def build_package(destination: str | Path, assignment: Assignment | None = None)
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
             archive.writestr(info, text)
-        for source in parts:
-            files = [source] if source.is_file() else sorted(source.rglob("*"))
-            for path in files:
-                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                    archive.write(path, path.relative_to(paths.REPO_ROOT).as_posix())
+        for name, path in sorted(packed.items()):
+            archive.write(path, name)
     return destination
 
 

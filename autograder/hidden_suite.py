@@ -18,6 +18,7 @@ import contextlib
 import inspect
 import io
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Literal
 
 import pytest
 
+from .errors import KitError
 from .rubric import RubricEntry, rubric_entry
 
 FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
@@ -94,7 +96,8 @@ class _Collector:
 
     def pytest_collectreport(self, report):
         if report.failed:
-            self.problems.append(f"could not collect {report.nodeid}: {str(report.longrepr)[-300:]}")
+            self.problems.append(f"could not collect {report.nodeid or 'the hidden tests'}: "
+                                 f"{_last_line(str(report.longrepr))}")
 
     @staticmethod
     def _case(item):
@@ -113,6 +116,12 @@ class _Collector:
         return Case(entry, item.obj, fixtures, params)
 
 
+def _last_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of a pytest report (``E   SyntaxError: ...``), bounded: one line for an error."""
+    lines = [line.strip().removeprefix("E").strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else "no detail")[:limit]
+
+
 class HiddenSuite:
     """The collected hidden tests. ``run(fixtures)`` calls each one and returns its outcome."""
 
@@ -124,12 +133,18 @@ class HiddenSuite:
         """Collect (import, never run) the hidden tests in ``hidden_dir``."""
         collector = _Collector()
         sink = io.StringIO()
+        before = set(sys.modules)
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
             code = pytest.main(pytest_args(hidden_dir) + ["--collect-only"], plugins=[collector])
         problems = list(collector.problems)
+        if problems:  # pytest keeps a module that failed half-way: the next collection would take it as fine
+            folder = str(Path(hidden_dir).resolve())
+            for name in set(sys.modules) - before:
+                if str(getattr(sys.modules[name], "__file__", None) or "").startswith(folder):
+                    del sys.modules[name]
         if code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED) and not problems:
             problems.append(f"pytest could not collect the hidden tests (exit code {int(code)}): "
-                            f"{sink.getvalue()[-300:]}")
+                            f"{_last_line(sink.getvalue())}")
         return cls(collector.cases, problems)
 
     @property
@@ -163,3 +178,13 @@ def call(case: Case, fixtures: dict[str, Any]) -> Outcome:
     except (Exception, pytest.fail.Exception) as error:  # noqa: BLE001 - every failure is an outcome
         return Outcome("failed", error=error)
     return Outcome("passed")
+
+
+def collect_rubric(hidden_dir: Path) -> list[RubricEntry]:
+    """The rubric entries of every hidden test, in order, without running any of them; a one-line KitError when
+    any cannot be collected."""
+    suite = HiddenSuite.collect(hidden_dir)
+    if suite.problems:
+        raise KitError(f"the hidden tests in {hidden_dir} could not all be collected: {suite.problems[0]}"
+                       + (f" (and {len(suite.problems) - 1} more)" if len(suite.problems) > 1 else ""))
+    return suite.entries

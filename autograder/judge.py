@@ -109,14 +109,6 @@ def _result_for(entry: RubricEntry, outcome: Outcome) -> tuple[TestResult, Grade
                       happened=happened, cause=cause), crashed
 
 
-def collect_rubric(hidden_dir: Path) -> list[RubricEntry]:
-    """The rubric entries of every hidden test, in order, without running any of them."""
-    suite = HiddenSuite.collect(hidden_dir)
-    if suite.problems:
-        raise ValueError("; ".join(suite.problems))
-    return suite.entries
-
-
 class Judge:
     """Grades submissions with the hidden tests, collected and the reference loaded once."""
 

@@ -496,7 +496,7 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson, worker=None):
 
     from . import nbgrader_record
     from .remote import BACKSTOP, RemoteSubmission
-    from .submission import nbgrader_safe_name
+    from .naming import nbgrader_safe_name
 
     assignment = load_checks(lesson.source_notebook(), lesson.released_notebook())
     name = lesson.notebook

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .assignment import Assignment
 from .errors import KitError
-from .submission import nbgrader_safe_name
+from .naming import nbgrader_safe_name
 
 ENGINE_ROOT = Path(__file__).resolve().parent.parent  # on PYTHONPATH for nbgrader's kernels
 COURSE_CONFIG = """\

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import results as records
+from . import naming
 from . import submission as submissions
 from .assignment import Assignment
 from .errors import KitError
@@ -80,13 +81,13 @@ def discover(class_dir: str | Path, out_dir: str | Path | None = None, contract:
 
 
 def result_path(out_dir: str | Path, student: str) -> Path:
-    return Path(out_dir) / RESULTS / f"{submissions.safe_name(student)}.json"
+    return Path(out_dir) / RESULTS / f"{naming.safe_name(student)}.json"
 
 
 def without_clashes(students: list[tuple[str, Path]], emit: Callable[[str], None]) -> list[tuple[str, Path]]:
     """``students`` less those whose ids map to the same file name as another's (their outputs would overwrite
     each other's): refused, said, and the class goes on."""
-    clashes = submissions.colliding([student for student, _ in students])
+    clashes = naming.colliding([student for student, _ in students])
     if clashes:
         emit(f"WARNING: not graded, their ids map to the same file name as another student's: "
              f"{', '.join(sorted(ascii(student) for student in clashes))}")

@@ -116,7 +116,7 @@ CAUSE_KINDS: tuple[CauseKind, ...] = get_args(CauseKind)
 @dataclass(frozen=True)
 class Cause:
     """Why one check failed: its ``kind``, and for code that raised its Python type name and place
-    (``heads.py:12``), for a forbidden API the APIs met. The judge's words only, never the submission's."""
+    (``<file>.py:12``), for a forbidden API the APIs met. The judge's words only, never the submission's."""
 
     kind: CauseKind
     error_type: str = ""

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import assignment as assignments
 from .errors import KitError
 from .grading import grade_class
-from .hidden_suite import HiddenSuite
+from .hidden_suite import collect_rubric
 from .mutants import build, copy_package, load_catalogue
 
 PRECISION_GOAL = 0.95
@@ -148,6 +148,7 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
     modules = assignment.contract.modules
     bugs = {bug.id: bug for bug in load_catalogue(assignment.catalogue / "bugs.toml", "bug")}
     variants = {variant.id: variant for variant in load_catalogue(assignment.catalogue / "variants.toml", "variant")}
+    topics = {entry.id: entry.topic for entry in collect_rubric(assignment.hidden_tests)}  # one line if broken
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         class_dir = Path(tmp) / "class"
         copy_package(assignment.solutions, class_dir / "reference", modules)
@@ -158,7 +159,6 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
                                                                       sandbox_mode=sandbox_mode, emit=lambda line: None,
                                                                       skip_notebook=True, assignment=assignment,
                                                                       unisolated_ok=True)}
-    topics = HiddenSuite.collect(assignment.hidden_tests).topics
     verdicts = assess(results, bugs, variants, topics, require_cuda=require_cuda)
     if any(result.sandbox not in ("bwrap", "uid") for result in results.values()):  # the kit's own material only
         emit("SANDBOX OFF: graded without isolation (no sandbox works here)")

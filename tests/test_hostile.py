@@ -25,7 +25,7 @@ from autograder.mutants import build, copy_package, load_catalogue
 from autograder.results import load
 from autograder.sandbox import Limits, choose_sandbox
 from autograder.errors import KitError
-from autograder.submission import safe_name
+from autograder.naming import safe_name
 from lesson import CATALOGUE, CONTRACT, LESSON, MODULES, RELEASE, SOLUTIONS
 
 STUBS = RELEASE

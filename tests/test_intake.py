@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from autograder.submission import (MAX_ENTRIES, MAX_NAME, MAX_NOTEBOOK_BYTES, colliding, nbgrader_safe_name,
-                                   safe_name)
+from autograder.naming import MAX_NAME, colliding, nbgrader_safe_name, safe_name
+from autograder.submission import MAX_ENTRIES, MAX_NOTEBOOK_BYTES
 from autograder.submission import read_submission as read_with
 from lesson import CONTRACT, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
 

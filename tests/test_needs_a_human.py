@@ -19,7 +19,7 @@ from autograder.planning import Task, plan, result_path
 from autograder.reports.escape import markdown
 from autograder.results import GraderFailure, NotebookSummary, SubmissionResult, TestResult, load_record, save
 from autograder.sandbox import Sandbox
-from autograder.submission import nbgrader_safe_name, safe_name
+from autograder.naming import nbgrader_safe_name, safe_name
 from lesson import LESSON, MODULES, NOTEBOOK, SOLUTIONS
 
 import rubric_totals

@@ -20,7 +20,7 @@ from autograder.planning import result_path
 from autograder.mutants import copy_package
 from autograder.results import load
 from autograder.sandbox import Limits
-from autograder.submission import safe_name
+from autograder.naming import safe_name
 from lesson import LESSON, MODULES, NOTEBOOK, SOLUTIONS
 
 import rubric_totals

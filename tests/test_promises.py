@@ -13,7 +13,7 @@ import pytest
 from autograder import assignment as assignments
 from autograder import promises
 from autograder.errors import KitError
-from autograder.judge import collect_rubric
+from autograder.hidden_suite import collect_rubric
 from autograder.promises import (Explanation, Promise, Promises, anchor_problems, coverage_problems, docstrings,
                                  hidden_names, public_tests, reference_problems, rule_units, sentences, states_a_rule)
 from autograder.rubric_page import render_rubric

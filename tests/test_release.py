@@ -8,7 +8,7 @@ import pytest
 
 from autograder.classroom import write_template
 from autograder.errors import KitError
-from autograder.judge import collect_rubric
+from autograder.hidden_suite import collect_rubric
 from lesson import LESSON, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
 from autograder.release import (diff_release, find_regions, notebook_solution_lines, render_release, solution_lines,
                                 strip_solutions, write_release)

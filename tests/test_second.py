@@ -12,7 +12,7 @@ from autograder import assignment as assignments
 from autograder.classroom import _forbidden as classroom_forbidden
 from autograder.classroom import classroom_steps, student_readme, write_template
 from autograder.grading import grade_class
-from autograder.judge import collect_rubric
+from autograder.hidden_suite import collect_rubric
 from autograder.mutants import build, copy_package, load_catalogue
 from autograder.public_tests import run_public_tests
 from autograder.release import release, solution_lines

@@ -8,7 +8,8 @@ import pytest
 from autograder.forbidden import scan_module
 from autograder.source_tree import parse
 from autograder.results import NotebookSummary, SubmissionResult, TestResult
-from autograder.submission import read_files, safe_name
+from autograder.naming import safe_name
+from autograder.submission import read_files
 from lesson import CONTRACT, SOLUTIONS
 
 

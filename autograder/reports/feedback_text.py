@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 from ..results import SubmissionResult, write_atomic
-from ..submission import safe_name
+from ..naming import safe_name
 from .escape import plain
 from .feedback_view import view
 

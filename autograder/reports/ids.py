@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..planning import RESULTS
 from ..results import SubmissionResult, write_atomic
-from ..submission import safe_name
+from ..naming import safe_name
 
 COLUMNS = ["student", "results", "feedback", "nbgrader_id"]
 
