@@ -8,6 +8,7 @@ a list written here. Nothing is graded and no torch-heavy work runs.
 
 import ast
 import dataclasses
+import functools
 import inspect
 import re
 from pathlib import Path
@@ -25,12 +26,16 @@ HIDDEN_TEST_FOLDERS = (ENGINE / "lessons" / "mha_pe" / "hidden_tests",
 # The guide's sections, found by words of their headings (numbering may change).
 DESCRIPTOR = "The descriptor"
 CATALOGUE = "The catalogue"
+ENTRY_KEYS = "Entry keys"
+EDIT_KEYS = "Edit keys"
+EDIT = "edit"  # the key under which an entry lists its edits (``[[bug.edit]]``)
 HIDDEN = "Hidden tests"
 GRADED = "`@graded(...)` parameters"
 STUDENT = "The `student` object"
 FAILURES = "Failures of the student's code"
 PLACEHOLDERS = "placeholders"
 VALIDATE = "What `validate` checks"
+CAUSES = "Causes a failed check records"
 
 
 # ---------------------------------------------------------------- reading the guide
@@ -119,7 +124,8 @@ def _read(node, tables: dict[str, str]) -> str | None:
     return f"{prefix}.{key}" if prefix else key
 
 
-def descriptor_keys() -> set[str]:
+@functools.cache  # the code's side does not change during a run; the guide's is read each time
+def descriptor_keys() -> frozenset[str]:
     """Every key ``assignment.load`` reads: the ``REQUIRED`` tuple, ``data[...]``, ``data.get(...)``,
     ``place(...)``, and keys of nested tables (``classroom.prefixes``), followed through local names bound to
     a table (``classroom = data.get("classroom", {})``)."""
@@ -143,24 +149,41 @@ def descriptor_keys() -> set[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "place" and node.args:
             keys.add(_constant(node.args[0]))
     keys.discard(None)
-    return keys
+    return frozenset(keys)
 
 
-def catalogue_keys() -> tuple[set[str], set[str]]:
-    """``(keys of the Mutant and Edit fields load_catalogue reads, other keys it reads)``: what it reads from each
-    entry and each edit, the names its loops and comprehensions bind (``entry``, ``edit``)."""
-    from autograder.mutants import Edit, Mutant
-
+@functools.cache
+def catalogue_keys() -> tuple[frozenset[str], frozenset[str]]:
+    """``(keys of each entry, keys of each edit)`` that ``load_catalogue`` reads. An entry is what its outer loop
+    binds (``entry``); an edit is what a loop over an entry's ``edit`` list binds, so its keys come out as
+    ``edit.file``: the two tables of the guide are told apart (both have a ``file``)."""
     tree = ast.parse((ENGINE / "mutants.py").read_text(encoding="utf-8"))
     function = _function(tree, "load_catalogue")
-    items = {target.id for node in ast.walk(function) if isinstance(node, (ast.For, ast.comprehension))
-             for target in ast.walk(node.target) if isinstance(target, ast.Name)}
-    read = {key for node in ast.walk(function) if (key := _read(node, dict.fromkeys(items, ""))) is not None}
-    fields = {field.name for kind in (Mutant, Edit) for field in dataclasses.fields(kind)}
-    return read & fields, read - fields
+    loops = [node for node in ast.walk(function) if isinstance(node, (ast.For, ast.comprehension))
+             and isinstance(node.target, ast.Name)]
+    tables = {}
+    for _ in range(3):  # a loop over a list read from another loop's item: its items are that key's tables
+        for loop in loops:
+            key = _read(loop.iter, tables)
+            tables[loop.target.id] = key if key is not None else tables.get(loop.target.id, "")
+    read = {key for node in ast.walk(function) if (key := _read(node, tables)) is not None}
+    return frozenset(key for key in read if "." not in key), frozenset(key for key in read if "." in key)
 
 
-def catalogue_kinds_and_files() -> tuple[set[str], set[str]]:
+@functools.cache
+def catalogue_fields() -> frozenset[str]:
+    """The keys that become a field of a Mutant or an Edit (the others only structure the file: ``edit``)."""
+    from autograder.mutants import Edit, Mutant
+
+    entry, edit = catalogue_keys()
+    mutant = {field.name for field in dataclasses.fields(Mutant)}
+    edits = {field.name for field in dataclasses.fields(Edit)}
+    return frozenset({key for key in entry if key in mutant | edits} | {key for key in edit
+                                                                        if key.rpartition(".")[2] in edits})
+
+
+@functools.cache
+def catalogue_kinds_and_files() -> tuple[frozenset[str], frozenset[str]]:
     """The entry kinds (``bug``...) and catalogue files (``bugs.toml``...) the engine's commands read: the kind
     argument of each ``load_catalogue`` call and the ``*.toml`` names in the modules that call it, with the kind
     paired to a file where a module lists them as pairs."""
@@ -178,10 +201,11 @@ def catalogue_kinds_and_files() -> tuple[set[str], set[str]]:
             if isinstance(node, ast.Tuple) and len(node.elts) == 2 and _constant(node.elts[1]) in names:
                 kinds.add(_constant(node.elts[0]))
     kinds.discard(None)
-    return kinds, files
+    return frozenset(kinds), frozenset(files)
 
 
-def placeholders() -> set[str]:
+@functools.cache
+def placeholders() -> frozenset[str]:
     """The names ``classroom.student_readme`` fills in: its ``PLACEHOLDERS`` list, and (in case the list and the
     filling drift apart) the keys of the ``fields`` it fills from, read with ``ast``: the ``dict(...)`` keywords
     and every ``fields["..."] = ...``. A field filled under a computed name would escape both; none is today."""
@@ -197,10 +221,11 @@ def placeholders() -> set[str]:
                 if isinstance(target, ast.Subscript) and getattr(target.value, "id", "") == "fields":
                     names.add(_constant(target.slice))
     names.discard(None)
-    return names
+    return frozenset(names)
 
 
-def student_methods_used() -> set[str]:
+@functools.cache
+def student_methods_used() -> frozenset[str]:
     """The ``student`` methods the real lessons' hidden tests call (``student.draw(...)``), their lessons' public
     names aside."""
     from autograder.assignment import load
@@ -213,10 +238,11 @@ def student_methods_used() -> set[str]:
                 if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "student"
                         and node.attr not in names):
                     used.add(node.attr)
-    return used
+    return frozenset(used)
 
 
-def submission_failures() -> set[str]:
+@functools.cache
+def submission_failures() -> frozenset[str]:
     """Every kind of SubmissionFailure the remote module defines (subclasses of subclasses included)."""
     from autograder import remote
 
@@ -226,7 +252,7 @@ def submission_failures() -> set[str]:
             if kind.__module__ == remote.__name__ and kind.__name__ not in found:
                 found.add(kind.__name__)
                 stack.append(kind)
-    return found
+    return frozenset(found)
 
 
 # ---------------------------------------------------------------- checks, each a list of problems
@@ -244,16 +270,19 @@ def descriptor_problems(text: str) -> list[str]:
 
 def catalogue_problems(text: str) -> list[str]:
     part = section(text, CATALOGUE)
-    documented = set(first_cells(part))
-    fields, other = catalogue_keys()
+    entry_rows = set(first_cells(section(part, ENTRY_KEYS)))
+    edit_rows = {f"{EDIT}.{key}" for key in first_cells(section(part, EDIT_KEYS))}
+    entry, edit = catalogue_keys()
+    fields = catalogue_fields()
+    problems = []
+    for read, documented in ((entry, entry_rows), (edit, edit_rows)):
+        problems += [f"catalogue key read by load_catalogue ({'a Mutant/Edit field' if key in fields else 'structure'}),"
+                     f" not in the guide's table: {key}" for key in sorted(read - documented)]
+        problems += [f"catalogue key in the guide's table that load_catalogue never reads: {key}"
+                     for key in sorted(documented - read)]
     kinds, files = catalogue_kinds_and_files()
-    problems = [f"catalogue key (a Mutant/Edit field) read by load_catalogue, not in the guide: {key}"
-                for key in sorted(fields - documented)]
-    problems += [f"catalogue key read by load_catalogue, not in the guide: {key}" for key in sorted(other - documented)]
-    problems += [f"catalogue key in the guide that load_catalogue never reads: {key}"
-                 for key in sorted(documented - fields - other)]
     problems += [f"catalogue entry kind [[{kind}]] not in the guide" for kind in sorted(kinds)
-                 if f"[[{kind}]]" not in part or f"[[{kind}.edit]]" not in part]
+                 if f"[[{kind}]]" not in part or f"[[{kind}.{EDIT}]]" not in part]
     problems += [f"catalogue file {name} not in the guide" for name in sorted(files) if f"`{name}`" not in part]
     return problems
 
@@ -304,11 +333,11 @@ def validate_problems(text: str) -> list[str]:
     from autograder.validate import MAX_CONCEPTS, PRECISION_GOAL
 
     part = section(text, VALIDATE)
-    words = backticked(part)
-    problems = [f"cause kind not named in the validate section: {kind}" for kind in CAUSE_KINDS if kind not in words]
-    causes = set(first_cells(part)) & set(re.findall(r"^\| `(\w+)` \|", part, re.M))
+    causes = set(first_cells(section(part, CAUSES)))
+    problems = [f"cause kind not in the validate section's table of causes: {kind}" for kind in CAUSE_KINDS
+                if kind not in causes]
     problems += [f"the validate section lists a cause {kind!r} the results never give"
-                 for kind in sorted(causes - set(CAUSE_KINDS) - {"reference", "stubs"})]
+                 for kind in sorted(causes - set(CAUSE_KINDS))]
     for phrase in (f"`MAX_CONCEPTS` (now {MAX_CONCEPTS})", f"`PRECISION_GOAL` (now {PRECISION_GOAL:.0%})"):
         if phrase not in " ".join(part.split()):
             problems.append(f"the validate section should say {phrase}")
@@ -322,7 +351,7 @@ CHECKS = {
     "failures": (hidden_test_problems, FAILURES),
     "student": (hidden_test_problems, STUDENT),
     "placeholders": (placeholder_problems, PLACEHOLDERS),
-    "validate": (validate_problems, VALIDATE),
+    "validate": (validate_problems, CAUSES),
 }
 
 
@@ -330,19 +359,21 @@ CHECKS = {
 
 def test_the_descriptor_table_lists_exactly_the_keys_load_reads():
     """Every key ``assignment.load`` reads is a row of the descriptor table, and every row is a key it reads."""
-    keys = descriptor_keys()
     from autograder.assignment import REQUIRED
 
-    assert set(REQUIRED) < keys, "the parse of assignment.load found no key beyond REQUIRED"
+    assert set(REQUIRED) < descriptor_keys(), "the parse of assignment.load found no key beyond REQUIRED"
     assert descriptor_problems(guide()) == []
 
 
 def test_the_catalogue_tables_list_exactly_the_keys_load_catalogue_reads():
     """Every key of a ``[[bug]]``/``[[variant]]``/``[[hostile]]`` entry and of its edits that ``load_catalogue``
-    reads is in the catalogue tables (and only those), with every entry kind and catalogue file a command reads."""
-    fields, _ = catalogue_keys()
+    reads is in the guide's table for it (and only those), with every entry kind and catalogue file a command
+    reads."""
+    entry, edit = catalogue_keys()
     kinds, files = catalogue_kinds_and_files()
-    assert {"id", "old"} <= fields and {"bug", "variant"} <= kinds and "variants.toml" in files, "the parse found nothing"
+    assert {"id", "catches", EDIT} <= entry and f"{EDIT}.old" in edit, "the parse of load_catalogue found nothing"
+    assert {"id", "catches", f"{EDIT}.old"} <= catalogue_fields()
+    assert {"bug", "variant"} <= kinds and "variants.toml" in files, "the scan for catalogue readers found nothing"
     assert catalogue_problems(guide()) == []
 
 
@@ -359,6 +390,8 @@ def test_the_hidden_test_api_is_the_judges():
 
 
 def test_the_placeholder_table_lists_exactly_what_student_readme_fills_in():
+    """An author writes the template's README with these names; a name filled in but not listed is unusable,
+    and a listed name that is not filled in would reach students in braces."""
     assert placeholder_problems(guide()) == []
 
 
@@ -373,36 +406,43 @@ def test_the_stated_time_limits_are_the_sandboxes():
 
     text = " ".join(guide().split())
     limits = Limits()
-    for phrase in (f"`call_seconds`, now {limits.call_seconds:g} s", f"`submission_seconds`, now {limits.submission_seconds:g} s"):
+    for phrase in (f"`call_seconds`, now {limits.call_seconds:g} s",
+                   f"`submission_seconds`, now {limits.submission_seconds:g} s"):
         assert phrase in text, phrase
 
 
 def test_every_command_and_flag_the_guide_names_exists():
-    """Each ``python -m autograder COMMAND ...`` in the guide is a command of the CLI, with flags it accepts."""
+    """Each command the guide writes (``python -m autograder grade ...``, or a code span starting with a command's
+    name and giving flags: ``release --check``) is one of the CLI's, and each of its flags one that command takes."""
     from autograder.cli import build_parser
 
-    parser = build_parser()
-    commands = next(action for action in parser._actions if action.dest == "command").choices
-    uses = re.findall(r"python -m autograder ([\w-]+)([^`\n]*)", guide())
-    assert len(uses) >= 6
-    for command, rest in uses:
-        assert command in commands, f"no command {command!r}"
-        flags = {flag for action in commands[command]._actions for flag in action.option_strings}
-        for flag in re.findall(r"(?<!\S)(--[\w-]+)", rest):
-            assert flag in flags, f"{command} has no {flag}"
+    # argparse has no public way to reach its subcommands; the command action's choices are them.
+    commands = next(action for action in build_parser()._actions if action.dest == "command").choices
+    checked = 0
+    for span in re.findall(r"`([^`\n]+)`", guide()):
+        full = span.startswith("python -m autograder ")
+        words = span.removeprefix("python -m autograder ").split()
+        if not words or not (full or (words[0] in commands and any(word.startswith("--") for word in words))):
+            continue
+        assert words[0] in commands, f"no command {words[0]!r}: {span}"
+        flags = {flag for action in commands[words[0]]._actions for flag in action.option_strings}
+        for flag in (word for word in words[1:] if word.startswith("--")):
+            assert flag in flags, f"{words[0]} has no {flag}: {span}"
+        checked += 1
+    assert checked >= 10, "the guide's commands were not found"
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_each_check_fails_when_a_row_of_its_table_is_deleted(name):
-    """The checks above can fail: deleting any one row of a table they read is reported."""
+    """The checks above can fail: deleting any row of a table they derive from the code is reported."""
     check, heading = CHECKS[name]
     text = guide()
     part = section(text, heading)
     rows = [row for row in data_rows(part) if re.search(r"`[^`]+`", row.split("|")[1])]
-    if name == "validate":  # its checked rows are the causes
-        from autograder.results import CAUSE_KINDS
-
-        rows = [row for row in rows if re.match(r"^\| `(\w+)` \|", row) and row.split("`")[1] in CAUSE_KINDS]
+    if name == "student":  # the rows derived from the code are the methods the real hidden tests call
+        used = student_methods_used()
+        rows = [row for row in rows if re.search(r"`student\.(\w+)\(", row) and
+                re.search(r"`student\.(\w+)\(", row).group(1) in used]
     assert rows, f"no table rows under {heading!r}"
     for row in rows:
         assert check(text.replace(part, part.replace(row + "\n", "", 1))), f"deleting this row goes unnoticed: {row}"
