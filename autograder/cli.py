@@ -7,16 +7,16 @@ wires arguments to it, so tests call the functions directly.
 import argparse
 import sys
 
-from .assignment import resolve
+from .lesson.assignment import resolve
 from .errors import KitError
-from .sandbox import MODES
+from .sandbox.isolation import MODES
 
 UNISOLATED_HELP = ("accept records graded with --sandbox none (trusted code only); a record whose seal fails is "
                    "refused all the same")
 
 
 def _classroom(args):
-    from .classroom import write_template
+    from .commands.classroom import write_template
 
     files = write_template(args.to, resolve(args.assignment))
     print(f"template repository with {len(files)} files written to {args.to}")
@@ -24,7 +24,7 @@ def _classroom(args):
 
 
 def _new_lesson(args):
-    from .new_lesson import scaffold
+    from .commands.new_lesson import scaffold
 
     written = scaffold(args.id, args.to)
     print(f"lesson {args.id} written to {args.to} ({len(written)} files); next: python -m autograder release "
@@ -33,7 +33,7 @@ def _new_lesson(args):
 
 
 def _release(args):
-    from .release import release
+    from .commands.release import release
 
     if args.to:  # the template's first home, still accepted: 'classroom --to DIR' names what it makes
         return _classroom(args)
@@ -44,21 +44,21 @@ def _release(args):
 
 
 def _bench(args):
-    from .bench import run_bench
+    from .commands.bench import run_bench
 
     run_bench(resolve(args.assignment), repeats=args.repeats, class_size=args.class_size, notebooks=args.notebooks)
     return 0
 
 
 def _demo(args):
-    from .demo import run_demo
+    from .commands.demo import run_demo
 
     return run_demo(args.out, sandbox_mode=args.sandbox, assignment=resolve(args.assignment))
 
 
 def _grade(args):
-    from .grading import grade_class
-    from .planning import parse_shard
+    from .commands.grading import grade_class
+    from .commands.planning import parse_shard
 
     shard = parse_shard(args.shard) if args.shard else None
     grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume,
@@ -68,34 +68,34 @@ def _grade(args):
 
 
 def _judge(args):
-    from .judge_pool import judge_main
+    from .commands.judge_pool import judge_main
 
     return judge_main(args.manifest)
 
 
 def _validate(args):
-    from .validate import validate
+    from .commands.validate import validate
 
     return 0 if validate(sandbox_mode=args.sandbox, jobs=args.jobs, require_cuda=args.require_cuda,
                          assignment=resolve(args.assignment)) else 1
 
 
 def _gradescope(args):
-    from .gradescope import build_package
+    from .commands.gradescope import build_package
 
     print(f"Gradescope autograder written to {build_package(args.to, resolve(args.assignment))}")
     return 0
 
 
 def _gradescope_run(args):
-    from .gradescope import run
+    from .commands.gradescope import run
 
     run(args.root, sandbox_mode=args.sandbox, assignment=resolve(args.assignment))
     return 0
 
 
 def _rubric(args):
-    from .rubric_page import write_rubric
+    from .reports.rubric_page import write_rubric
 
     assignment = resolve(args.assignment)
     print(f"rubric written to {write_rubric(args.to or assignment.pages / 'rubric.md', assignment)}")
@@ -103,7 +103,7 @@ def _rubric(args):
 
 
 def _figures(args):
-    from .figures import lesson_figures
+    from .reports.figures import lesson_figures
 
     assignment = resolve(args.assignment)
     for path in lesson_figures(assignment, args.to or assignment.pages / "figures"):
@@ -112,21 +112,21 @@ def _figures(args):
 
 
 def _merge(args):
-    from .merge import merge
+    from .commands.merge import merge
 
     merge(args.shards, args.out, assignment=resolve(args.assignment), allow_unisolated=args.allow_unisolated)
     return 0
 
 
 def _similarity(args):
-    from .similarity import similarity
+    from .commands.similarity import similarity
 
     similarity(args.out_dir, args.class_dir, assignment=resolve(args.assignment), top=args.top)
     return 0
 
 
 def _final_gradebook(args):
-    from .final_gradebook import export_final_gradebook
+    from .commands.final_gradebook import export_final_gradebook
 
     export_final_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment),
                            allow_unisolated=args.allow_unisolated)

@@ -1,5 +1,5 @@
 """Where the kit's own folders are, relative to this package (constants only; a lesson's folders are in its
-descriptor, see :mod:`autograder.assignment`)."""
+descriptor, see :mod:`autograder.lesson.assignment`)."""
 
 from pathlib import Path
 

@@ -10,10 +10,10 @@ import threading
 import pytest
 
 from autograder import paths
-from autograder.reference import load_reference
+from autograder.lesson.reference import load_reference
 from lesson import LESSON
 
-# The judge's seal key (autograder/seal.py) in a folder of the test run's own, never the machine's: the kit's
+# The judge's seal key (autograder/records/seal.py) in a folder of the test run's own, never the machine's: the kit's
 # commands the tests start inherit it.
 _STATE = tempfile.mkdtemp(prefix="kit-tests-state-")
 os.environ["XDG_STATE_HOME"] = _STATE

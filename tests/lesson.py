@@ -1,6 +1,6 @@
 """The kit's own lesson as the tests use it: its descriptor and the places it names (never typed twice)."""
 
-from autograder.assignment import default
+from autograder.lesson.assignment import default
 
 LESSON = default()
 CONTRACT = LESSON.contract

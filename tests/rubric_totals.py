@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 
-from autograder.hidden_suite import HiddenSuite
+from autograder.judge.hidden_suite import HiddenSuite
 from lesson import LESSON
 
 

@@ -129,7 +129,7 @@ def descriptor_keys() -> frozenset[str]:
     """Every key ``assignment.load`` reads: the ``REQUIRED`` tuple, ``data[...]``, ``data.get(...)``,
     ``place(...)``, and keys of nested tables (``classroom.prefixes``), followed through local names bound to
     a table (``classroom = data.get("classroom", {})``)."""
-    tree = ast.parse((ENGINE / "assignment.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ENGINE / "lesson" / "assignment.py").read_text(encoding="utf-8"))
     keys = set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "REQUIRED" for t in node.targets):
@@ -157,7 +157,7 @@ def catalogue_keys() -> tuple[frozenset[str], frozenset[str]]:
     """``(keys of each entry, keys of each edit)`` that ``load_catalogue`` reads. An entry is what its outer loop
     binds (``entry``); an edit is what a loop over an entry's ``edit`` list binds, so its keys come out as
     ``edit.file``: the two tables of the guide are told apart (both have a ``file``)."""
-    tree = ast.parse((ENGINE / "mutants.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ENGINE / "lesson" / "catalogue.py").read_text(encoding="utf-8"))
     function = _function(tree, "load_catalogue")
     loops = [node for node in ast.walk(function) if isinstance(node, (ast.For, ast.comprehension))
              and isinstance(node.target, ast.Name)]
@@ -173,7 +173,7 @@ def catalogue_keys() -> tuple[frozenset[str], frozenset[str]]:
 @functools.cache
 def catalogue_fields() -> frozenset[str]:
     """The keys that become a field of a Mutant or an Edit (the others only structure the file: ``edit``)."""
-    from autograder.mutants import Edit, Mutant
+    from autograder.lesson.catalogue import Edit, Mutant
 
     entry, edit = catalogue_keys()
     mutant = {field.name for field in dataclasses.fields(Mutant)}
@@ -188,11 +188,11 @@ def catalogue_kinds_and_files() -> tuple[frozenset[str], frozenset[str]]:
     argument of each ``load_catalogue`` call and the ``*.toml`` names in the modules that call it, with the kind
     paired to a file where a module lists them as pairs."""
     kinds, files = set(), set()
-    for path in ENGINE.glob("*.py"):
+    for path in ENGINE.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "")
                  == "load_catalogue"]
-        if not calls or path.name == "mutants.py":
+        if not calls or path.name == "catalogue.py":
             continue
         kinds |= {kind for call in calls if len(call.args) > 1 and (kind := _constant(call.args[1]))}
         names = {value for node in ast.walk(tree) if (value := _constant(node)) and re.fullmatch(r"\w+\.toml", value)}
@@ -209,7 +209,7 @@ def placeholders() -> frozenset[str]:
     """The names ``classroom.student_readme`` fills in: its ``PLACEHOLDERS`` list, and (in case the list and the
     filling drift apart) the keys of the ``fields`` it fills from, read with ``ast``: the ``dict(...)`` keywords
     and every ``fields["..."] = ...``. A field filled under a computed name would escape both; none is today."""
-    from autograder import classroom
+    from autograder.commands import classroom
 
     names = set(getattr(classroom, "PLACEHOLDERS", ()))
     function = _function(ast.parse(inspect.getsource(classroom)), "student_readme")
@@ -228,7 +228,7 @@ def placeholders() -> frozenset[str]:
 def student_methods_used() -> frozenset[str]:
     """The ``student`` methods the real lessons' hidden tests call (``student.draw(...)``), their lessons' public
     names aside."""
-    from autograder.assignment import load
+    from autograder.lesson.assignment import load
 
     used = set()
     for folder in HIDDEN_TEST_FOLDERS:
@@ -244,7 +244,7 @@ def student_methods_used() -> frozenset[str]:
 @functools.cache
 def submission_failures() -> frozenset[str]:
     """Every kind of SubmissionFailure the remote module defines (subclasses of subclasses included)."""
-    from autograder import remote
+    from autograder.judge import remote
 
     found, stack = set(), [remote.SubmissionFailure]
     while stack:
@@ -288,7 +288,7 @@ def catalogue_problems(text: str) -> list[str]:
 
 
 def graded_problems(text: str) -> list[str]:
-    from autograder.rubric import graded
+    from autograder.judge.rubric import graded
 
     documented = set(first_cells(section(text, GRADED)))
     accepted = set(inspect.signature(graded).parameters)
@@ -299,8 +299,8 @@ def graded_problems(text: str) -> list[str]:
 def hidden_test_problems(text: str) -> list[str]:
     """The fixtures and marks the judge allows, the failures of the student's code and the ``student`` methods:
     each the code's, each in the guide."""
-    from autograder.hidden_suite import FIXTURES, MARKS
-    from autograder.remote import RemoteObject, RemoteSubmission
+    from autograder.judge.hidden_suite import FIXTURES, MARKS
+    from autograder.judge.remote import RemoteObject, RemoteSubmission
 
     part = section(text, HIDDEN)
     words = backticked(part)
@@ -329,8 +329,8 @@ def placeholder_problems(text: str) -> list[str]:
 
 
 def validate_problems(text: str) -> list[str]:
-    from autograder.results import CAUSE_KINDS
-    from autograder.validate import MAX_CONCEPTS, PRECISION_GOAL
+    from autograder.records.results import CAUSE_KINDS
+    from autograder.commands.validate import MAX_CONCEPTS, PRECISION_GOAL
 
     part = section(text, VALIDATE)
     causes = set(first_cells(section(part, CAUSES)))
@@ -359,7 +359,7 @@ CHECKS = {
 
 def test_the_descriptor_table_lists_exactly_the_keys_load_reads():
     """Every key ``assignment.load`` reads is a row of the descriptor table, and every row is a key it reads."""
-    from autograder.assignment import REQUIRED
+    from autograder.lesson.assignment import REQUIRED
 
     assert set(REQUIRED) < descriptor_keys(), "the parse of assignment.load found no key beyond REQUIRED"
     assert descriptor_problems(guide()) == []
@@ -402,7 +402,7 @@ def test_the_validate_section_names_every_cause_and_states_the_goals():
 
 def test_the_stated_time_limits_are_the_sandboxes():
     """The guide restates the per-call and per-submission CPU limits."""
-    from autograder.sandbox import Limits
+    from autograder.sandbox.isolation import Limits
 
     text = " ".join(guide().split())
     limits = Limits()

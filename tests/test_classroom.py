@@ -12,16 +12,17 @@ import zipfile
 import pytest
 import yaml
 
-from autograder import paths, pins
-from autograder.classroom import POINTS_PER_TEST, Step, classroom_steps, write_template
+from autograder import paths
+from autograder.lesson import pins
+from autograder.commands.classroom import POINTS_PER_TEST, Step, classroom_steps, write_template
 from autograder.errors import KitError
-from autograder.gradescope import build_package
-from autograder.grading import grade_class
-from autograder.lint import actionlint, modules_dir
-from autograder.merge import merge
-from autograder.mutants import copy_package
-from autograder.release import notebook_solution_lines, solution_lines
-from autograder.rubric_page import render_rubric
+from autograder.commands.gradescope import build_package
+from autograder.commands.grading import grade_class
+from autograder.commands.lint import actionlint, modules_dir
+from autograder.commands.merge import merge
+from autograder.lesson.catalogue import copy_package
+from autograder.commands.release import notebook_solution_lines, solution_lines
+from autograder.reports.rubric_page import render_rubric
 from lesson import LESSON, MODULES, RELEASE, SOLUTIONS
 
 import rubric_totals
@@ -231,7 +232,7 @@ def run_autograder(root, submission_source):
 
 def test_the_gradescope_zip_has_the_entry_points_and_the_kit(package):
     root, names = package
-    assert {"setup.sh", "run_autograder", "pyproject.toml", "autograder/judge.py",
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "autograder/judge/grade.py",
             "solutions/mha_pe/attention.py"} <= set(names)
     assert not any("__pycache__" in name for name in names)
     setup = (root / "source" / "setup.sh").read_text()

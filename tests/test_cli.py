@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from autograder import cli, paths
-from autograder.bench import jobs_to_measure, run_bench
+from autograder.commands.bench import jobs_to_measure, run_bench
 from lesson import LESSON
 
 import rubric_totals
@@ -93,7 +93,7 @@ def test_the_demo_grades_code_and_notebooks_together_and_succeeds(tmp_path):
     point graded automatically (its written answers wait for formgrader)."""
     import csv
 
-    from autograder.demo import run_demo
+    from autograder.commands.demo import run_demo
 
     assert run_demo(tmp_path, emit=lambda line: None) == 0
     with open(tmp_path / "graded" / "gradebook.csv", newline="") as handle:
@@ -106,7 +106,7 @@ def test_the_demo_grades_code_and_notebooks_together_and_succeeds(tmp_path):
 def test_the_template_command_is_named_for_what_it_makes_and_release_to_still_works(monkeypatch, tmp_path, capsys):
     """``classroom --to DIR`` writes the Classroom template and the top-level help names it; ``release --to DIR``,
     its first name, does the same."""
-    from autograder import classroom
+    from autograder.commands import classroom
 
     written = []
     monkeypatch.setattr(classroom, "write_template", lambda to, lesson: written.append(to) or ["README.md"])

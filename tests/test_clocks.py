@@ -13,15 +13,16 @@ import sys
 import pytest
 import torch
 
-from autograder import clocks, dispatch
-from autograder.judge import Judge
-from autograder.mutants import copy_package, load_catalogue
-from autograder.planning import Task
-from autograder.reference import load_reference
-from autograder.remote import CallTimeout, MachineBusy, RemoteSubmission, SubmissionFailure
-from autograder.results import GraderFailure
-from autograder.sandbox import Limits, choose_sandbox
-from autograder.submission import read_files
+from autograder.sandbox import clocks
+from autograder.commands import judge_loop
+from autograder.judge.grade import Judge
+from autograder.lesson.catalogue import copy_package, load_catalogue
+from autograder.commands.planning import Task
+from autograder.lesson.reference import load_reference
+from autograder.judge.remote import CallTimeout, MachineBusy, RemoteSubmission, SubmissionFailure
+from autograder.records.results import GraderFailure
+from autograder.sandbox.isolation import Limits, choose_sandbox
+from autograder.intake.submission import read_files
 from lesson import CATALOGUE, CONTRACT, LESSON, MODULES, SOLUTIONS
 from workers import remote_over, worker_factory
 
@@ -157,18 +158,18 @@ def test_machine_busy_is_retried_a_bounded_number_of_times_then_says_the_student
 
     def busy(prepared, sandbox, judge, out_dir=None):
         calls.append(prepared.task.student)
-        return dispatch.failed_result(prepared.task, sandbox, GraderFailure("machine_busy", "waited for a CPU"))
+        return judge_loop.failed_result(prepared.task, sandbox, GraderFailure("machine_busy", "waited for a CPU"))
 
-    monkeypatch.setattr(dispatch, "grade_prepared", busy)
+    monkeypatch.setattr(judge_loop, "grade_prepared", busy)
     copy_package(SOLUTIONS, tmp_path / "class" / "alice", MODULES)
     done = []
     task = Task("alice", str(tmp_path / "class" / "alice"), "fp")
-    dispatch.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append, LESSON)
-    assert calls == ["alice"] * (1 + dispatch.RETRIES)
+    judge_loop.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append, LESSON)
+    assert calls == ["alice"] * (1 + judge_loop.RETRIES)
     result = done[0]
     assert result.tests == () and result.score == 0 and result.unfinished.kind == "machine_busy"
     assert "still needs grading" in result.notes[-1]
-    assert dispatch.needs_retry(result)
+    assert judge_loop.needs_retry(result)
 
 
 def test_a_busy_judge_returns_an_unfinished_result_with_no_test_charged(monkeypatch):
@@ -181,7 +182,7 @@ def test_a_busy_judge_returns_an_unfinished_result_with_no_test_charged(monkeypa
     monkeypatch.setattr(Judge, "run_hidden_tests", starved)
     files, _ = read_files(SOLUTIONS, CONTRACT)
     result = judge.grade("alice", files, {}, choose_sandbox("none"), lambda: None)
-    assert result.tests == () and result.unfinished.kind == "machine_busy" and dispatch.needs_retry(result)
+    assert result.tests == () and result.unfinished.kind == "machine_busy" and judge_loop.needs_retry(result)
 
 
 # ------------------------------------------------------------------ real workers
@@ -326,7 +327,7 @@ def _passes(factory, folder):
 
 @pytest.fixture
 def one_thread():
-    """torch in one thread, as in every judge (dispatch.judge_loop)."""
+    """torch in one thread, as in every judge (judge_loop.judge_loop)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -336,7 +337,7 @@ def one_thread():
 def test_the_vectorized_check_measures_work_under_load(tmp_path, factory, one_thread, busy_machine):
     hostile = {entry.id: entry for entry in load_catalogue(CATALOGUE / "hostile.toml", "hostile")}
     variants = {entry.id: entry for entry in load_catalogue(CATALOGUE / "variants.toml", "variant")}
-    from autograder.mutants import build
+    from autograder.lesson.catalogue import build
 
     assert _passes(factory, SOLUTIONS), "the reference is vectorized"
     assert _passes(factory, build(variants["pe-float32-pow"], tmp_path / "float32", LESSON))
@@ -349,7 +350,7 @@ def test_the_vectorized_check_measures_work_under_load(tmp_path, factory, one_th
 
 
 def test_the_whole_submissions_backstop_charges_a_sleeper_and_spares_a_starved_one():
-    from autograder.remote import SubmissionTimeout
+    from autograder.judge.remote import SubmissionTimeout
 
     remote, clock, _ = _remote(cpu_rate=0.0, wait_rate=0.0, runnable=False)
     remote.deadline = 0.0

@@ -1,4 +1,4 @@
-"""Each judge and its workers on one core of their own (autograder/core_pairing.py).
+"""Each judge and its workers on one core of their own (autograder/sandbox/core_pairing.py).
 
 The plan (which core for which judge) runs on faked affinity masks; the placement itself runs on this machine's
 real cores and is skipped, saying why, where this process may use only one."""
@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from autograder import core_pairing
-from autograder.grading import grade_class
-from autograder.mutants import copy_package
+from autograder.sandbox import core_pairing
+from autograder.commands.grading import grade_class
+from autograder.lesson.catalogue import copy_package
 from lesson import MODULES, SOLUTIONS
 from workers import remote_over, worker_factory
 

@@ -1,4 +1,4 @@
-"""A CPU share of its own for each worker where cgroups v2 offer the cpu controller (autograder/cpu_share.py).
+"""A CPU share of its own for each worker where cgroups v2 offer the cpu controller (autograder/sandbox/cpu_share.py).
 
 The logic runs on a fake /proc and cgroup tree (the kernel's side, which makes each group's interface files, is
 stood in for); the real placement runs where this machine's cgroups v2 allow it and is skipped, saying why,
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cpu_share
+from autograder.sandbox import cpu_share
 
 
 def _fake(tmp_path, controllers="cpu io memory", group="/ci/job"):

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from autograder.grading import grade_class
-from autograder.merge import merge
-from autograder.mutants import build, copy_package, load_catalogue
+from autograder.commands.grading import grade_class
+from autograder.commands.merge import merge
+from autograder.lesson.catalogue import build, copy_package, load_catalogue
 from lesson import CATALOGUE, LESSON, MODULES, SOLUTIONS
 
 # Bugs whose checks once moved with load or chance: the loop-free check (load), the gradient checks (unseeded

@@ -5,7 +5,7 @@ import pytest
 
 from autograder.reports import feedback, feedback_text, write_reports
 from autograder.reports.feedback_view import GRADED, graded_output, instructor_comment, view
-from autograder.results import Cause, NotebookSummary, SubmissionResult, TestResult
+from autograder.records.results import Cause, NotebookSummary, SubmissionResult, TestResult
 
 COMMENT = ("Good, but say why it is *invariance*, not <b>equivariance</b>.\n"
            "See [the lesson](https://example.org/lesson#heads) & `split_heads`.\n\n"

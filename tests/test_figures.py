@@ -3,7 +3,7 @@ named for what they index (position and feature; query and key positions)."""
 
 import matplotlib.figure
 
-from autograder.figures import lesson_figures
+from autograder.reports.figures import lesson_figures
 from lesson import LESSON
 
 

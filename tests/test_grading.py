@@ -12,11 +12,12 @@ import pytest
 
 from autograder import paths
 from autograder.errors import KitError
-from autograder.grading import grade_class
-from autograder.planning import discover, result_path
-from autograder.mutants import copy_package
-from autograder.results import load
-from autograder.sandbox import Limits
+from autograder.commands.grading import grade_class
+from autograder.commands.planning import discover
+from autograder.intake.naming import result_path
+from autograder.lesson.catalogue import copy_package
+from autograder.records.results import load
+from autograder.sandbox.isolation import Limits
 from lesson import CONTRACT, LESSON, MODULES, RELEASE, SOLUTIONS
 
 REFERENCE = SOLUTIONS
@@ -232,47 +233,47 @@ def test_single_job_through_the_cli_and_the_sandbox_flag(tmp_path):
 def test_only_a_worker_that_could_not_start_is_retried(tmp_path, monkeypatch):
     """The grading machine's trouble earns one more try; nothing a submission can cause does (a second try would
     be a second chance: learn in the first run, do better in the second)."""
-    from autograder import dispatch
-    from autograder.planning import Task
-    from autograder.results import GraderFailure
-    from autograder.sandbox import choose_sandbox
+    from autograder.commands import judge_loop
+    from autograder.commands.planning import Task
+    from autograder.records.results import GraderFailure
+    from autograder.sandbox.isolation import choose_sandbox
 
     calls = []
-    real = dispatch.grade_prepared
+    real = judge_loop.grade_prepared
 
     def flaky(prepared, sandbox, judge, out_dir=None):
         calls.append(prepared.task.student)
         if len(calls) == 1:
-            return dispatch.failed_result(prepared.task, sandbox, GraderFailure("no_worker", "the zygote vanished"))
+            return judge_loop.failed_result(prepared.task, sandbox, GraderFailure("no_worker", "the zygote vanished"))
         return real(prepared, sandbox, judge, out_dir)
 
-    monkeypatch.setattr(dispatch, "grade_prepared", flaky)
+    monkeypatch.setattr(judge_loop, "grade_prepared", flaky)
     copy_package(REFERENCE, tmp_path / "class" / "alice", MODULES)
     done = []
     task = Task("alice", str(tmp_path / "class" / "alice"), "fp")
-    dispatch.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append, LESSON)
+    judge_loop.judge_loop([task], choose_sandbox("auto"), tmp_path / "out", done.append, LESSON)
     assert calls == ["alice", "alice"]
     assert done[0].score == done[0].max_score and "graded again (try 2)" in done[0].notes[-1]
     assert done[0].grader_failures == ()
     sandbox = choose_sandbox("auto")
-    assert dispatch.needs_retry(dispatch.failed_result(task, sandbox, GraderFailure("no_worker", "x")))
+    assert judge_loop.needs_retry(judge_loop.failed_result(task, sandbox, GraderFailure("no_worker", "x")))
     for kind in ("grader_error", "judge_stopped", "result_lost"):
-        assert not dispatch.needs_retry(dispatch.failed_result(task, sandbox, GraderFailure(kind, "x")))
+        assert not judge_loop.needs_retry(judge_loop.failed_result(task, sandbox, GraderFailure(kind, "x")))
     crashed = replace(done[0], grader_failures=(GraderFailure("suite_problem", "x"),
                                                 GraderFailure("check_crashed", "test_x: the check could not use")))
-    assert not dispatch.needs_retry(crashed)
+    assert not judge_loop.needs_retry(crashed)
     # Words are never a decision: a note that reads like the machine's trouble (a submission's text can reach
     # the notes) earns nothing, and survives the record's round trip as a note only.
-    claimed = replace(done[0], notes=(f"grading failed: {dispatch.NO_WORKER}: x", f"{dispatch.NO_WORKER}: x"))
-    assert not dispatch.needs_retry(claimed)
-    assert not dispatch.needs_retry(type(claimed).from_json(claimed.to_json()))
+    claimed = replace(done[0], notes=(f"grading failed: {judge_loop.NO_WORKER}: x", f"{judge_loop.NO_WORKER}: x"))
+    assert not judge_loop.needs_retry(claimed)
+    assert not judge_loop.needs_retry(type(claimed).from_json(claimed.to_json()))
 
 
 @pytest.fixture
 def warm_factory(tmp_path):
     """A judge's worker factory whose workers are forked from a warm zygote (skips where there is none)."""
-    from autograder.sandbox import choose_sandbox
-    from autograder.launch import WorkerFactory
+    from autograder.sandbox.isolation import choose_sandbox
+    from autograder.sandbox.launch import WorkerFactory
 
     factory = WorkerFactory(choose_sandbox("auto"), tmp_path, LESSON)
     try:
@@ -286,8 +287,8 @@ def warm_factory(tmp_path):
 def test_a_worker_started_ahead_that_died_with_its_zygote_costs_nothing(warm_factory, tmp_path):
     """The next student's worker is forked early; if its zygote goes meanwhile, it is replaced, not held against
     the student."""
-    from autograder.judge import Judge
-    from autograder.submission import read_files
+    from autograder.judge.grade import Judge
+    from autograder.intake.submission import read_files
 
     files, problems = read_files(REFERENCE, CONTRACT)
     launch = warm_factory.launcher(files, tmp_path)
@@ -301,7 +302,7 @@ def test_a_worker_started_ahead_that_died_with_its_zygote_costs_nothing(warm_fac
 def test_a_worker_that_ends_as_it_is_stopped_is_still_confirmed_gone(warm_factory):
     """Closing a worker closes its pipes (so it ends by itself) and then stops it: the two race, and whichever
     wins, the zygote must confirm the end. A lost confirmation tears down the zygote: a torch import per loss."""
-    from autograder.submission import read_files
+    from autograder.intake.submission import read_files
 
     zygote = warm_factory.zygote
     files, _ = read_files(REFERENCE, CONTRACT)
@@ -323,8 +324,8 @@ def test_a_closed_worker_is_killed_while_the_judge_goes_on_and_an_unconfirmed_ki
     """Closing a forked worker does not wait for its end: the zygote's confirmation is read with its next replies.
     Confirmed, the worker's process is gone; a kill it cannot confirm retires the zygote, and the next worker
     comes from a fresh one (the retired sandbox torn down first)."""
-    from autograder import clocks
-    from autograder.submission import read_files
+    from autograder.sandbox import clocks
+    from autograder.intake.submission import read_files
 
     zygote = warm_factory.zygote
     files, _ = read_files(REFERENCE, CONTRACT)
@@ -355,7 +356,8 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
     import errno
     import os as real_os
 
-    from autograder import results as records, submission
+    from autograder.records import results as records
+    from autograder.intake import submission
 
     for student in ("alice", "broken-read", "broken-write"):
         copy_package(REFERENCE, tmp_path / "class" / student, MODULES)
@@ -394,12 +396,14 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
 def test_resume_fingerprints_only_what_decides_a_grade(tmp_path):
     """Editing the bench, the demo or a report keeps every saved result; the judge, the worker, the hidden tests,
     the reference and the notebook do not."""
-    from autograder.submission import grader_fingerprint, grading_code
+    from autograder.intake.submission import grader_fingerprint, grading_code
 
     engine = paths.REPO_ROOT / "autograder"
     hashed = {path.relative_to(engine).as_posix() for path in grading_code()}
-    assert {"judge.py", "remote.py", "hidden_suite.py", "worker/session.py", "worker/protocol.py"} <= hashed
-    assert not hashed & {"bench.py", "demo.py", "figures.py", "cli.py", "reports/feedback.py", "classroom.py"}
+    assert {"judge/grade.py", "judge/remote.py", "judge/hidden_suite.py", "worker/session.py", "worker/protocol.py",
+            "intake/source_tree.py"} <= hashed
+    assert not hashed & {"commands/bench.py", "commands/demo.py", "reports/figures.py", "cli.py", "reports/feedback.py",
+                         "commands/classroom.py"}
     inputs = LESSON.grading_inputs()
     assert {LESSON.descriptor, LESSON.source_notebook(), LESSON.hidden_tests / "check_heads.py",
             LESSON.solutions / "heads.py"} <= set(inputs)
@@ -414,27 +418,27 @@ def test_a_notebooks_worker_starts_with_the_codes_and_ends_when_it_goes_unused(w
     """The notebook's worker is forked ahead with the code's, so its start overlaps the previous student; the
     notebook stage takes it (its cells run there), and a student whose code must be graded again never leaves it
     running."""
-    from autograder import dispatch
-    from autograder.judge import Judge
-    from autograder.planning import Task
-    from autograder.results import GraderFailure
+    from autograder.commands import judge_loop
+    from autograder.judge.grade import Judge
+    from autograder.commands.planning import Task
+    from autograder.records.results import GraderFailure
 
     folder = copy_package(REFERENCE, tmp_path / "class" / "ada", MODULES)
     (folder / LESSON.notebook).write_bytes(LESSON.source_notebook().read_bytes())
     task = Task("ada", str(folder), "fp")
     judge, sandbox = Judge(LESSON), warm_factory.sandbox
-    prepared = dispatch.prepare(task, warm_factory, tmp_path, LESSON.notebook)
+    prepared = judge_loop.prepare(task, warm_factory, tmp_path, LESSON.notebook)
     ahead = prepared.notebook_worker
     assert ahead is not None and ahead is not prepared.worker
-    result = dispatch.grade_prepared(prepared, sandbox, judge, tmp_path / "out")
+    result = judge_loop.grade_prepared(prepared, sandbox, judge, tmp_path / "out")
     assert result.notebook is not None and result.notebook.reason == ""
     assert ahead.discarded and prepared.notebook_worker is None  # the notebook stage used it, and ended it
 
-    prepared = dispatch.prepare(task, warm_factory, tmp_path, LESSON.notebook)
+    prepared = judge_loop.prepare(task, warm_factory, tmp_path, LESSON.notebook)
     unused = prepared.notebook_worker
     unused.ready(time.monotonic() + 30)
     pid = unused._main_pid()
     prepared.failure = GraderFailure("no_worker", "the zygote vanished")  # graded again: no notebook stage
-    assert dispatch.needs_retry(dispatch.grade_prepared(prepared, sandbox, judge, tmp_path / "out"))
+    assert judge_loop.needs_retry(judge_loop.grade_prepared(prepared, sandbox, judge, tmp_path / "out"))
     warm_factory.zygote.settle()
     assert not Path(f"/proc/{pid}").exists()

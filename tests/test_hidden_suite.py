@@ -8,12 +8,12 @@ import textwrap
 import pytest
 
 from autograder import paths
-from autograder.hidden_suite import HiddenSuite
+from autograder.judge.hidden_suite import HiddenSuite
 from autograder.lessons.mha_pe.hidden_tests.support import each_case
-from autograder.judge import CHECK_CRASHED, _result_for
+from autograder.judge.grade import CHECK_CRASHED, _result_for
 from lesson import LESSON
-from autograder.results import GraderFailure
-from autograder.rubric import RubricEntry
+from autograder.records.results import GraderFailure
+from autograder.judge.rubric import RubricEntry
 
 import rubric_totals
 
@@ -22,7 +22,7 @@ INI = "[pytest]\npython_files = check_*.py\naddopts = -p no:cacheprovider --impo
 
 CHECKS = '''
 import pytest
-from autograder.rubric import graded
+from autograder.judge.rubric import graded
 
 GROUP = "demo"
 

@@ -19,13 +19,13 @@ import pytest
 import torch
 
 from autograder import paths
-from autograder.grading import grade_class
-from autograder.planning import result_path
-from autograder.mutants import build, copy_package, load_catalogue
-from autograder.results import load
-from autograder.sandbox import Limits, choose_sandbox
+from autograder.commands.grading import grade_class
+from autograder.intake.naming import result_path
+from autograder.lesson.catalogue import build, copy_package, load_catalogue
+from autograder.records.results import load
+from autograder.sandbox.isolation import Limits, choose_sandbox
 from autograder.errors import KitError
-from autograder.naming import safe_name
+from autograder.intake.naming import safe_name
 from lesson import CATALOGUE, CONTRACT, LESSON, MODULES, RELEASE, SOLUTIONS
 
 STUBS = RELEASE
@@ -629,9 +629,9 @@ os.close(2)
 def test_what_a_worker_started_is_gone_when_its_close_returns(mode, tmp_path, scratch):
     """Nothing a closed worker started remains when the next worker may run student code (its ``ready``: a forked
     worker's kill is confirmed there, other workers' when they close)."""
-    from autograder.remote import RemoteSubmission, StudentError
-    from autograder.submission import read_files
-    from autograder.launch import WorkerFactory
+    from autograder.judge.remote import RemoteSubmission, StudentError
+    from autograder.intake.submission import read_files
+    from autograder.sandbox.launch import WorkerFactory
 
     sandbox_mode, fork = _sandbox_for(mode)
     sandbox = choose_sandbox(sandbox_mode, fork=fork)
@@ -715,9 +715,9 @@ def test_a_worker_that_stops_reading_cannot_hold_a_large_request(tmp_path, scrat
     """A request larger than the worker's (shrunk) pipe, to a worker that reads no more, ends as a timeout."""
     import threading
 
-    from autograder.remote import CallTimeout, RemoteSubmission
-    from autograder.submission import read_files
-    from autograder.launch import WorkerFactory
+    from autograder.judge.remote import CallTimeout, RemoteSubmission
+    from autograder.intake.submission import read_files
+    from autograder.sandbox.launch import WorkerFactory
 
     sandbox = choose_sandbox("auto", limits=Limits(call_seconds=3.0))
     folder = copy_package(SOLUTIONS, tmp_path / "stop", MODULES)
@@ -827,7 +827,7 @@ def test_no_process_a_submission_starts_outlives_its_grading(mode, tmp_path):
     import subprocess
     import sys
 
-    from autograder.results import UNISOLATED, load_record
+    from autograder.records.results import UNISOLATED, load_record
 
     if mode == "none":
         if UID_RUN:

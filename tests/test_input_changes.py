@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from autograder import clocks
-from autograder.mutants import Edit, Mutant, build
-from autograder.remote import BadValue, RemoteSubmission
-from autograder.sandbox import Limits, choose_sandbox
+from autograder.sandbox import clocks
+from autograder.lesson.catalogue import Edit, Mutant, build
+from autograder.judge.remote import BadValue, RemoteSubmission
+from autograder.sandbox.isolation import Limits, choose_sandbox
 from autograder.worker import protocol
 from autograder.worker.session import run_call
 from lesson import CONTRACT, LESSON

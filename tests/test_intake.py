@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from autograder.naming import MAX_NAME, colliding, nbgrader_safe_name, safe_name
-from autograder.submission import MAX_ENTRIES, MAX_NOTEBOOK_BYTES
-from autograder.submission import read_submission as read_with
+from autograder.intake.naming import MAX_NAME, colliding, nbgrader_safe_name, safe_name
+from autograder.intake.submission import MAX_ENTRIES, MAX_NOTEBOOK_BYTES
+from autograder.intake.submission import read_submission as read_with
 from lesson import CONTRACT, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
 
 STUBS = RELEASE

@@ -7,11 +7,12 @@ import textwrap
 
 import pytest
 
-from autograder.dispatch import needs_retry
-from autograder.judge_pool import grade_in_parallel
-from autograder.planning import Task, result_path
-from autograder.results import GraderFailure, load
-from autograder.sandbox import Sandbox
+from autograder.commands.judge_loop import needs_retry
+from autograder.commands.judge_pool import grade_in_parallel
+from autograder.commands.planning import Task
+from autograder.intake.naming import result_path
+from autograder.records.results import GraderFailure, load
+from autograder.sandbox.isolation import Sandbox
 from lesson import LESSON
 
 # Reads the pool's tasks like `python -m autograder _judge MANIFEST`; logs "judge-number student" as it takes each.
@@ -20,8 +21,9 @@ from lesson import LESSON
 FAKE_JUDGE = textwrap.dedent("""
     import json, os, sys
     from pathlib import Path
-    from autograder.planning import Task, result_path
-    from autograder.results import SubmissionResult, TestResult, save
+    from autograder.commands.planning import Task
+    from autograder.intake.naming import result_path
+    from autograder.records.results import SubmissionResult, TestResult, save
 
     state = Path(sys.argv[1])
     out_dir = json.loads(Path(sys.argv[2]).read_text())["out_dir"]
@@ -95,7 +97,7 @@ def test_every_judge_of_the_pool_takes_a_share(tmp_path):
 
 
 def _real_class(root, count):
-    from autograder.mutants import copy_package
+    from autograder.lesson.catalogue import copy_package
     from lesson import MODULES, SOLUTIONS
 
     for index in range(count):
@@ -119,13 +121,14 @@ def test_forked_judges_share_one_warm_zygote_and_a_dead_ones_students_are_graded
     """Real judges, forked from this process: one zygote for all of them (each spawns its workers from it over a
     socket of its own); a forked judge that dies holding students has them graded by a fresh judge, with full
     marks, and the record counts the extra try."""
-    from autograder import dispatch, launch
-    from autograder.grading import grade_class
+    from autograder.commands import judge_loop
+    from autograder.sandbox import launch
+    from autograder.commands.grading import grade_class
 
     started, spawned = tmp_path / "zygotes", tmp_path / "spawns"
     _recorded(monkeypatch, started, launch.Zygote, "__init__")
     _recorded(monkeypatch, spawned, launch.SharedZygote, "spawn")
-    from autograder.sandbox import choose_sandbox
+    from autograder.sandbox.isolation import choose_sandbox
 
     chosen = choose_sandbox("auto", unisolated_ok=True)
     forks = chosen.mode == "bwrap" and chosen.fork
@@ -138,7 +141,7 @@ def test_forked_judges_share_one_warm_zygote_and_a_dead_ones_students_are_graded
         assert len(set(spawned.read_text().split())) == 2, "both judges spawned their workers from it"
 
     died = tmp_path / "died"
-    run_forked = dispatch.WarmJudge._run_forked
+    run_forked = judge_loop.WarmJudge._run_forked
 
     def dies_once(self, index, tasks_r, done_w):
         if index == 0 and not died.exists():
@@ -146,7 +149,7 @@ def test_forked_judges_share_one_warm_zygote_and_a_dead_ones_students_are_graded
             os._exit(3)  # holding the two students it was sent
         return run_forked(self, index, tasks_r, done_w)
 
-    monkeypatch.setattr(dispatch.WarmJudge, "_run_forked", dies_once)
+    monkeypatch.setattr(judge_loop.WarmJudge, "_run_forked", dies_once)
     again = grade_class(class_dir, tmp_path / "again", jobs=2, skip_notebook=True, emit=lambda line: None,
                         unisolated_ok=True)
     assert died.exists() and len(again) == 6
@@ -175,11 +178,11 @@ def test_a_worker_of_a_shared_zygote_holds_no_judge_s_socket(tmp_path):
     import tempfile
     import time
 
-    from autograder.launch import WorkerFactory
-    from autograder.mutants import copy_package
-    from autograder.remote import RemoteSubmission
-    from autograder.sandbox import choose_sandbox
-    from autograder.submission import read_files
+    from autograder.sandbox.launch import WorkerFactory
+    from autograder.lesson.catalogue import copy_package
+    from autograder.judge.remote import RemoteSubmission
+    from autograder.sandbox.isolation import choose_sandbox
+    from autograder.intake.submission import read_files
     from lesson import CONTRACT, MODULES, SOLUTIONS
 
     sandbox = choose_sandbox("auto", unisolated_ok=True)

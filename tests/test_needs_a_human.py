@@ -1,6 +1,6 @@
 """What needs a human, at a glance: a class with a missing file, a missing notebook and an odd id, graded once;
 the console's summary, report.md's "Needs a look" and pending count, ids.csv, and Gradescope's view of pending
-written answers all say the same, read from the records' typed fields (autograder/triage.py)."""
+written answers all say the same, read from the records' typed fields (autograder/records/triage.py)."""
 
 import csv
 import json
@@ -10,16 +10,17 @@ from dataclasses import replace
 
 import pytest
 
-from autograder import triage
-from autograder.dispatch import failed_result
-from autograder.grading import grade_class
-from autograder.mutants import copy_package
-from autograder.nbgrader_record import student_names
-from autograder.planning import Task, plan, result_path
+from autograder.records import triage
+from autograder.commands.judge_loop import failed_result
+from autograder.commands.grading import grade_class
+from autograder.lesson.catalogue import copy_package
+from autograder.notebook.nbgrader_record import student_names
+from autograder.commands.planning import Task, plan
+from autograder.intake.naming import result_path
 from autograder.reports.escape import markdown
-from autograder.results import GraderFailure, NotebookSummary, SubmissionResult, TestResult, load_record, save
-from autograder.sandbox import Sandbox
-from autograder.naming import nbgrader_safe_name, safe_name
+from autograder.records.results import GraderFailure, NotebookSummary, SubmissionResult, TestResult, load_record, save
+from autograder.sandbox.isolation import Sandbox
+from autograder.intake.naming import nbgrader_safe_name, safe_name
 from lesson import LESSON, MODULES, NOTEBOOK, SOLUTIONS
 
 import rubric_totals
@@ -75,7 +76,7 @@ def test_the_console_and_final_gradebook_count_the_written_answers_left(graded):
     assert triage.manual_work(results.values()) == pending
     line = triage.manual_line(pending)
     assert said[-1] == line and f"{3 * MANUAL:g} written points" in line and "from 3 student(s)" in line
-    from autograder.final_gradebook import export_final_gradebook
+    from autograder.commands.final_gradebook import export_final_gradebook
 
     printed = []
     export_final_gradebook(out, emit=printed.append)
@@ -150,7 +151,7 @@ def test_execution_time_is_the_students_whole_grading(graded):
 
 
 def test_gradescope_run_reports_its_real_time_and_no_pending_failure(tmp_path):
-    from autograder import gradescope
+    from autograder.commands import gradescope
 
     copy_package(SOLUTIONS, tmp_path / "submission", MODULES)
     shutil.copyfile(LESSON.source_notebook(), tmp_path / "submission" / NOTEBOOK)

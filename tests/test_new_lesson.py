@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignment as assignments
+from autograder.lesson import assignment as assignments
 from autograder import paths
-from autograder.classroom import student_readme, write_template
+from autograder.commands.classroom import student_readme, write_template
 from autograder.cli import main
 from autograder.errors import KitError
-from autograder.gradescope import build_package
-from autograder.grading import grade_class
-from autograder.hidden_suite import collect_rubric
-from autograder.mutants import build, copy_package, load_catalogue
-from autograder.new_lesson import scaffold
-from autograder.release import release
-from autograder.validate import validate
+from autograder.commands.gradescope import build_package
+from autograder.commands.grading import grade_class
+from autograder.judge.hidden_suite import collect_rubric
+from autograder.lesson.catalogue import build, copy_package, load_catalogue
+from autograder.commands.new_lesson import scaffold
+from autograder.commands.release import release
+from autograder.commands.validate import validate
 
 LESSON_ID = "centring"
 
@@ -76,7 +76,7 @@ def test_its_gradescope_zip_is_built_from_outside_the_kit_and_packs_only_this_le
               and other.name != "__pycache__"] + ["vector_norms"]
     assert others and not any(other in name for name in names for other in others), "another lesson's files"
     assert not [name for name in names if name.startswith("autograder/lessons/") and name != "autograder/lessons/__init__.py"]
-    assert {"autograder/judge.py", f"lesson/solutions/{LESSON_ID}/center.py", "lesson/hidden_tests/check_center.py",
+    assert {"autograder/judge/grade.py", f"lesson/solutions/{LESSON_ID}/center.py", "lesson/hidden_tests/check_center.py",
             "lesson/assignment.toml"} <= set(names)
     # The zip grades on its own: its run_autograder, this lesson's reference, from the unpacked tree.
     root = tmp_path / "autograder"

@@ -13,14 +13,15 @@ from typing import NamedTuple
 
 import pytest
 
-from autograder import notebooks, paths
-from autograder.final_gradebook import export_final_gradebook
-from autograder.grading import grade_class
-from autograder.planning import result_path
-from autograder.mutants import copy_package
-from autograder.results import load
-from autograder.sandbox import Limits
-from autograder.naming import safe_name
+from autograder.notebook import nbgrader_tools
+from autograder import paths
+from autograder.commands.final_gradebook import export_final_gradebook
+from autograder.commands.grading import grade_class
+from autograder.intake.naming import result_path
+from autograder.lesson.catalogue import copy_package
+from autograder.records.results import load
+from autograder.sandbox.isolation import Limits
+from autograder.intake.naming import safe_name
 from lesson import LESSON, MODULES, NOTEBOOK, SOLUTIONS
 
 import rubric_totals
@@ -271,7 +272,7 @@ def test_one_maximum_everywhere(graded):
 
 def test_a_notebook_cannot_reach_the_network(graded):
     """The notebook's worker has a network namespace of its own."""
-    from autograder.sandbox import choose_sandbox
+    from autograder.sandbox.isolation import choose_sandbox
 
     if not choose_sandbox("auto").isolated:
         pytest.skip("no sandbox on this machine: workers run unisolated")
@@ -525,14 +526,14 @@ def test_the_repositorys_nbgrader_config_never_releases_solution_files(tmp_path)
     course = tmp_path / "course"
     shutil.copytree(SOLUTIONS, course / "solutions" / LESSON.id)
     shutil.copyfile(paths.REPO_ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
-    notebooks.run_nbgrader(["generate_assignment", LESSON.id, "--force"], course)
+    nbgrader_tools.run_nbgrader(["generate_assignment", LESSON.id, "--force"], course)
     released = sorted(path.name for path in (course / "assignments" / LESSON.id).rglob("*") if path.is_file())
     assert released == [NOTEBOOK]
 
 
 def test_nbgrader_runs_from_this_environment():
     done = subprocess.run([sys.executable, "-m", "nbgrader", "--version"], capture_output=True, text=True,
-                          env=notebooks._environment())
+                          env=nbgrader_tools._environment())
     assert done.returncode == 0 and "0.9.6" in done.stdout + done.stderr
 
 
@@ -560,7 +561,7 @@ def test_resume_regrades_only_the_notebook_that_changed(tmp_path):
 
 
 def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path):
-    from autograder.merge import merge
+    from autograder.commands.merge import merge
 
     class_dir = small_class(tmp_path / "class")
     shards = []
@@ -589,7 +590,7 @@ def test_the_judges_checksum_is_nbgraders():
     import nbformat
     from nbgrader.utils import compute_checksum
 
-    from autograder.notebook_stage import checksum
+    from autograder.notebook.stage import checksum
 
     cells = [cell for cell in nbformat.read(str(RELEASED), as_version=4).cells if cell.metadata["nbgrader"].get("grade")]
     assert len(cells) == 7

@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from autograder import paths, pins
-from autograder.assignment import load
-from autograder.classroom import student_readme, student_requirements
+from autograder import paths
+from autograder.lesson import pins
+from autograder.lesson.assignment import load
+from autograder.commands.classroom import student_readme, student_requirements
 from autograder.errors import KitError
-from autograder.gradescope import setup_script
-from autograder.grading import grade_class
-from autograder.imports import unavailable_imports
-from autograder.mutants import build, copy_package, load_catalogue
+from autograder.commands.gradescope import setup_script
+from autograder.commands.grading import grade_class
+from autograder.intake.imports import unavailable_imports
+from autograder.lesson.catalogue import build, copy_package, load_catalogue
 from autograder.reports.feedback import render
-from autograder.sandbox import Limits
+from autograder.sandbox.isolation import Limits
 from lesson import CATALOGUE, CONTRACT, LESSON, MODULES, SOLUTIONS
 
 PACKAGES = CONTRACT.packages

@@ -1,11 +1,13 @@
 """The project's shape: fixed top level, honest README, CI that runs the README's command, pinned torch."""
 
+import ast
 import re
 import subprocess
 
 import pytest
 
-from autograder import paths, pins
+from autograder import paths
+from autograder.lesson import pins
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
@@ -59,3 +61,54 @@ def test_the_engine_holds_no_lesson():
     found = {f"{path.relative_to(paths.REPO_ROOT)}: {match.group(0)}" for path in engine for pattern in (package, names)
              for match in pattern.finditer(path.read_text(encoding="utf-8"))}
     assert not found, sorted(found)
+
+
+# Bottom to top: a module may import its own layer and the layers below it, never one above.
+LAYERS = (("errors", "paths", "worker"), ("lesson",), ("intake",), ("sandbox",), ("records",), ("judge",),
+          ("notebook",), ("reports",), ("commands",), ("cli", "__main__", "__init__"))
+
+
+def _layer(module):
+    """The layer index of ``autograder.<first>...`` (None for the lessons: content, not engine)."""
+    first = module.split(".")[1] if "." in module else "__init__"
+    if first == "lessons":
+        return None
+    return next(index for index, names in enumerate(LAYERS) if first in names)
+
+
+def _imports(path, module):
+    """Every ``autograder`` module ``path`` (the module ``module``) imports, absolute, lazy imports included."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                yield f"{target}.{alias.name}" if target == "autograder" else target
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+
+
+def test_the_folders_are_the_layers_and_every_import_points_down():
+    """docs/design.md's layers are the engine's folders: each module imports only its own layer and those below
+    (the worker, imported by nothing of the kit, is the base a sandboxed process can hold alone)."""
+    engine = paths.REPO_ROOT / "autograder"
+    upward, placed = [], set()
+    for path in sorted(engine.rglob("*.py")):
+        relative = path.relative_to(paths.REPO_ROOT).with_suffix("")
+        module = ".".join(relative.parts[:-1] if relative.name == "__init__" else relative.parts)
+        if "lessons" in relative.parts:
+            continue
+        mine = _layer(module)
+        placed.add(module.split(".")[1] if "." in module else "__init__")
+        for target in _imports(path, module):
+            if target.startswith("autograder.") and _layer(target) is not None and _layer(target) > mine:
+                upward.append(f"{module} imports {target}")
+    assert not upward, upward
+    assert not [path.name for path in engine.glob("*.py")
+                if path.stem not in {name for names in LAYERS for name in names}], "a module outside the layers"
+    # The worker stands alone: it imports nothing of the kit but itself.
+    for path in (engine / "worker").rglob("*.py"):
+        module = ".".join(path.relative_to(paths.REPO_ROOT).with_suffix("").parts)
+        assert all(not target.startswith("autograder.") or target.startswith("autograder.worker")
+                   for target in _imports(path, module)), path.name

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignment as assignments
-from autograder import promises
+from autograder.lesson import assignment as assignments
+from autograder.lesson import promises
 from autograder.errors import KitError
-from autograder.hidden_suite import collect_rubric
-from autograder.promises import (Explanation, Promise, Promises, anchor_problems, coverage_problems, docstrings,
-                                 hidden_names, public_tests, reference_problems, rule_units, sentences, states_a_rule)
-from autograder.rubric_page import render_rubric
+from autograder.judge.hidden_suite import collect_rubric
+from autograder.lesson.promises import Explanation, Promise, Promises, anchor_problems, coverage_problems, docstrings, hidden_names, public_tests, reference_problems, rule_units, sentences, states_a_rule
+from autograder.reports.rubric_page import render_rubric
 from lesson import LESSON, RELEASE, SOLUTIONS
 
 SECOND = Path(__file__).resolve().parent / "fixtures" / "vector_norms"

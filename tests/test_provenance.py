@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from autograder import sandbox as sandboxes
-from autograder import seal as seals
+from autograder.sandbox import isolation as sandboxes
+from autograder.records import seal as seals
 from autograder.errors import KitError
-from autograder.final_gradebook import export_final_gradebook
-from autograder.grading import grade_class
-from autograder.merge import merge
-from autograder.mutants import copy_package
-from autograder.planning import result_path, write_shard_file
-from autograder.results import (FORGED, UNISOLATED, SubmissionResult, TestResult, load_record, refuse_untrusted,
-                                save)
+from autograder.commands.final_gradebook import export_final_gradebook
+from autograder.commands.grading import grade_class
+from autograder.commands.merge import merge
+from autograder.lesson.catalogue import copy_package
+from autograder.commands.planning import write_shard_file
+from autograder.intake.naming import result_path
+from autograder.records.results import FORGED, UNISOLATED, SubmissionResult, TestResult, load_record, refuse_untrusted, save
 from lesson import MODULES, RELEASE, SOLUTIONS
 
 
@@ -194,7 +194,7 @@ def test_user_namespaces_refused_is_said_in_words(monkeypatch):
 
 
 def test_the_demo_says_its_scores_were_graded_unisolated(tmp_path, monkeypatch):
-    from autograder import demo
+    from autograder.commands import demo
 
     def fake_grade(class_dir, out, **options):
         assert options["unisolated_ok"] is True

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.mutants import build, load_catalogue
-from autograder.public_tests import run_public_tests_many
+from autograder.lesson.catalogue import build, load_catalogue
+from autograder.lesson.public_tests import run_public_tests_many
 
 from lesson import CATALOGUE, LESSON, RELEASE, SOLUTIONS
 

@@ -6,12 +6,11 @@ import re
 
 import pytest
 
-from autograder.classroom import write_template
+from autograder.commands.classroom import write_template
 from autograder.errors import KitError
-from autograder.hidden_suite import collect_rubric
+from autograder.judge.hidden_suite import collect_rubric
 from lesson import LESSON, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
-from autograder.release import (diff_release, find_regions, notebook_solution_lines, render_release, solution_lines,
-                                strip_solutions, write_release)
+from autograder.commands.release import diff_release, find_regions, notebook_solution_lines, render_release, solution_lines, strip_solutions, write_release
 
 SOURCE = '''\
 class Model:

@@ -5,8 +5,9 @@ import re
 
 import pytest
 
-from autograder import paths, pins
-from autograder.classroom import student_readme
+from autograder import paths
+from autograder.lesson import pins
+from autograder.commands.classroom import student_readme
 
 import rubric_totals
 from lesson import LESSON

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignment as assignments
-from autograder.classroom import _forbidden as classroom_forbidden
-from autograder.classroom import classroom_steps, student_readme, write_template
-from autograder.grading import grade_class
-from autograder.hidden_suite import collect_rubric
-from autograder.mutants import build, copy_package, load_catalogue
-from autograder.public_tests import run_public_tests
-from autograder.release import release, solution_lines
-from autograder.rubric_page import render_rubric
-from autograder.validate import validate
+from autograder.lesson import assignment as assignments
+from autograder.commands.classroom import _forbidden as classroom_forbidden
+from autograder.commands.classroom import classroom_steps, student_readme, write_template
+from autograder.commands.grading import grade_class
+from autograder.judge.hidden_suite import collect_rubric
+from autograder.lesson.catalogue import build, copy_package, load_catalogue
+from autograder.lesson.public_tests import run_public_tests
+from autograder.commands.release import release, solution_lines
+from autograder.reports.rubric_page import render_rubric
+from autograder.commands.validate import validate
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "vector_norms"
 

@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from autograder.grading import grade_class
-from autograder.judge import open_submission
+from autograder.commands.grading import grade_class
+from autograder.judge.grade import open_submission
 from autograder.lessons.mha_pe.hidden_tests.support import AGREE_FLOOR, REACH_FLOOR, gradient_agrees, gradient_reaches
-from autograder.mutants import build, copy_package, load_catalogue
-from autograder.sandbox import Limits
+from autograder.lesson.catalogue import build, copy_package, load_catalogue
+from autograder.sandbox.isolation import Limits
 from lesson import CATALOGUE, LESSON, MODULES, SOLUTIONS
 
 # Bugs whose verdicts once depended on the draw of the module's weights (the gradient check's keys), and bugs

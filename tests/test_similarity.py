@@ -10,10 +10,10 @@ import pytest
 
 from autograder import cli
 from autograder.errors import KitError
-from autograder.mutants import build, copy_package, load_catalogue
+from autograder.lesson.catalogue import build, copy_package, load_catalogue
 from autograder.reports import class_report
-from autograder.results import SubmissionResult, TestResult
-from autograder.similarity import compare, released_stubs, similarity
+from autograder.records.results import SubmissionResult, TestResult
+from autograder.commands.similarity import compare, released_stubs, similarity
 from lesson import CATALOGUE, LESSON, MODULES
 
 # Each student's own style, from the catalogue's correct variants (several per student, one per part they touch).

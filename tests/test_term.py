@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autograder import paths
-from autograder.mutants import copy_package
+from autograder.lesson.catalogue import copy_package
 
 GUIDE = paths.REPO_ROOT / "docs" / "instructor-guide.md"
 STEPS = ("release", "grade", "shards", "gradescope-local", "similarity", "final-gradebook", "regrade")
@@ -125,7 +125,7 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
 
 
 def test_outputs_follow_the_umask_so_a_teaching_team_can_read_them(tmp_path):
-    from autograder.results import write_atomic
+    from autograder.records.results import write_atomic
 
     old = os.umask(0o027)
     try:
@@ -149,8 +149,8 @@ def test_a_machine_without_bubblewrap_refuses_then_recovers_as_the_guide_says():
     import sys
     import tempfile
 
-    from autograder import sandbox as sandboxes
-    from autograder.results import load_record
+    from autograder.sandbox import isolation as sandboxes
+    from autograder.records.results import load_record
 
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare to make bubblewrap fail in a private mount namespace")

@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import pytest
 
-from autograder.forbidden import scan_module
-from autograder.source_tree import parse
-from autograder.results import NotebookSummary, SubmissionResult, TestResult
-from autograder.naming import safe_name
-from autograder.submission import read_files
+from autograder.intake.forbidden import scan_module
+from autograder.intake.source_tree import parse
+from autograder.records.results import NotebookSummary, SubmissionResult, TestResult
+from autograder.intake.naming import safe_name
+from autograder.intake.submission import read_files
 from lesson import CONTRACT, SOLUTIONS
 
 
@@ -76,7 +76,7 @@ def test_results_round_trip_through_json():
 def test_typed_failures_and_the_notebook_summary_round_trip_inside_gradescopes_form():
     """Both ride in ``extra_data``: Gradescope's top-level keys stay as they were, and a record written before
     they existed reads as one without them."""
-    from autograder.results import GraderFailure
+    from autograder.records.results import GraderFailure
 
     result = SubmissionResult("ünï", (TestResult("a", "heads", 0, 3, "failed", "why", "visible", "test_a"),),
                               grader_failures=(GraderFailure("suite_problem", "could not collect"),
@@ -100,7 +100,7 @@ def test_feedback_says_grading_failed_from_the_typed_failure_only():
     """The student's words in the output cannot make their feedback say the grader failed, and a failure the
     submission can cause (a crashed check) does not either."""
     from autograder.reports import feedback
-    from autograder.results import GraderFailure
+    from autograder.records.results import GraderFailure
 
     sorry = "could not be graded automatically"
     tests = (TestResult("a", "heads", 0, 2, "failed", "why", "visible", "test_a"),)
@@ -178,7 +178,7 @@ def test_each_worker_is_forked_straight_into_a_pid_namespace_of_its_own():
     import subprocess
     import sys
 
-    from autograder import sandbox as sandboxes
+    from autograder.sandbox import isolation as sandboxes
     from autograder.errors import KitError
 
     try:
@@ -226,7 +226,7 @@ def test_the_zygote_stops_a_worker_through_a_pidfd_that_names_it_alone():
 
 
 def test_the_sandbox_choice_is_the_strongest_that_works_and_isolated_never_means_none(monkeypatch):
-    from autograder import sandbox as sandboxes
+    from autograder.sandbox import isolation as sandboxes
     from autograder.errors import KitError
 
     monkeypatch.setattr(sandboxes, "_bwrap_problem", lambda limits, threads: "user namespaces are refused")
@@ -253,7 +253,8 @@ def test_the_sandbox_choice_is_the_strongest_that_works_and_isolated_never_means
 
 
 def test_the_gradescope_run_refuses_to_grade_unisolated(tmp_path, monkeypatch):
-    from autograder import gradescope, sandbox as sandboxes
+    from autograder.commands import gradescope
+    from autograder.sandbox import isolation as sandboxes
     from autograder.errors import KitError
 
     monkeypatch.setattr(sandboxes, "_bwrap_problem", lambda limits, threads: "user namespaces are refused")
@@ -330,7 +331,7 @@ def test_what_a_confined_worker_left_in_shared_folders_is_removed_with_it(tmp_pa
     import os
     import tempfile
 
-    from autograder.launch import _remove_owned
+    from autograder.sandbox.launch import _remove_owned
 
     if os.geteuid() != 0:
         pytest.skip("files of another user need root to make")
@@ -357,7 +358,7 @@ def test_every_ready_takes_an_absolute_deadline():
     import socket
     import time
 
-    from autograder.launch import ForkedWorker, WorkerProcess, Zygote
+    from autograder.sandbox.launch import ForkedWorker, WorkerProcess, Zygote
     from autograder.worker.protocol import ChannelClosed
 
     assert all(list(inspect.signature(kind.ready).parameters) == ["self", "deadline"]
@@ -449,7 +450,7 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     import subprocess
     import sys
 
-    from autograder.sandbox import WORKER_DIR
+    from autograder.sandbox.isolation import WORKER_DIR
     from lesson import LESSON
 
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(WORKER_DIR.parent), "HOME": "/nonexistent"}
@@ -469,7 +470,7 @@ def test_the_grade_command_imports_torch_only_once_its_zygote_is_starting():
     import subprocess
     import sys
 
-    script = "import sys, autograder.grading, autograder.judge_pool; print('torch' in sys.modules)"
+    script = "import sys, autograder.commands.grading, autograder.commands.judge_pool; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-500:]
 
@@ -588,10 +589,10 @@ def test_the_class_report_lists_every_student_who_needs_a_look():
 def test_a_check_a_broken_part_blocks_fails_charged_to_that_part_and_the_feedback_says_fix_it_first():
     """A check that cannot judge its concept because a part it needs is broken is not earned (breaking a part never
     buys another part's points), is charged to the part's concept, and the feedback names the part to fix first."""
-    from autograder.hidden_suite import Outcome
-    from autograder.judge import _result_for
+    from autograder.judge.hidden_suite import Outcome
+    from autograder.judge.grade import _result_for
     from autograder.reports import feedback
-    from autograder.rubric import NotChecked, RubricEntry
+    from autograder.judge.rubric import NotChecked, RubricEntry
 
     entry = RubricEntry("test_mask", "The mask reaches every head", "attention", 3, "The mask reaches every head.",
                         topic="mha-mask")
@@ -618,7 +619,7 @@ def test_a_check_a_broken_part_blocks_fails_charged_to_that_part_and_the_feedbac
 
 
 def test_the_grade_summary_states_rate_jobs_cores_and_load_and_leaves_out_what_it_cannot_read():
-    from autograder.machine_load import LoadWatch, RunLoad
+    from autograder.commands.machine_load import LoadWatch, RunLoad
 
     line = RunLoad(seconds=10.0, cores=2, busy_cores=1.94, load_start=0.4, load_end=2.06).describe(40, 2)
     assert line == ("4.00 students a second at --jobs 2 (0.25 s a student); 1.9 of 2 cores busy; "
@@ -631,7 +632,8 @@ def test_the_grade_summary_states_rate_jobs_cores_and_load_and_leaves_out_what_i
 def test_the_reports_head_start_never_stops_a_run(monkeypatch):
     """``warm_reporting`` runs before the class is graded: an import it cannot make is left to the real use
     (which says so), never raised."""
-    from autograder import grading, nbgrader_record
+    from autograder.commands import grading
+    from autograder.notebook import nbgrader_record
 
     tried = []
 

@@ -8,9 +8,9 @@ import torch
 
 from autograder import paths
 from autograder.errors import KitError
-from autograder.mutants import Edit, Mutant
-from autograder.results import Cause, SubmissionResult, TestResult
-from autograder.validate import assess, charged_to, diagnosis_matrix, precision, validate
+from autograder.lesson.catalogue import Edit, Mutant
+from autograder.records.results import Cause, SubmissionResult, TestResult
+from autograder.commands.validate import assess, charged_to, diagnosis_matrix, precision, validate
 
 
 def test_validate_passes_and_prints_the_report(capsys):
@@ -100,7 +100,7 @@ def test_the_gpu_check_fails_clearly_without_cuda():
 def test_grader_problems_are_counted_from_the_typed_failures():
     """Any grader-side failure fails a verdict; a crashed check only on correct code (a bug's data may crash a
     check). A note's words alone count for nothing."""
-    from autograder.results import GraderFailure
+    from autograder.records.results import GraderFailure
 
     passed = TestResult("a", "heads", 2, 2, "passed", "", "visible", "test_a")
     crash = GraderFailure("check_crashed", "test_a: the check could not use this submission's answer (TypeError)")

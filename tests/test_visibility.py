@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from autograder.errors import KitError
-from autograder.sandbox import choose_sandbox
+from autograder.sandbox.isolation import choose_sandbox
 from wheels import build_wheel
 from lesson import LESSON, RELEASE, SOLUTIONS
 
@@ -61,8 +61,9 @@ print("PROBE ran; torch", torch.ones(2).sum().item(), "FOUND", sorted(found), fl
 DRIVER = r'''
 import json, os, sys, tempfile, time
 from pathlib import Path
-from autograder import assignment, sandbox
-from autograder.launch import WorkerFactory
+from autograder.lesson import assignment
+from autograder.sandbox import isolation as sandbox
+from autograder.sandbox.launch import WorkerFactory
 
 files, modes = json.loads(Path(sys.argv[1]).read_text()), sys.argv[2:]
 lesson = assignment.default()
@@ -123,7 +124,7 @@ def _probe_files(site):
     for path in targets.values():
         assert path.exists(), path  # each is there to be found
     hidden = f"autograder.lessons.{LESSON.folder.name}.{LESSON.hidden_tests.name}"
-    modules = [f"{hidden}.{targets['hidden test'].stem}", hidden, "autograder.lessons", "autograder.judge"]
+    modules = [f"{hidden}.{targets['hidden test'].stem}", hidden, "autograder.lessons", "autograder.judge.grade"]
     header = (f"TARGETS = {json.dumps({name: str(path) for name, path in targets.items()})}\n"
               f"MODULES = {modules!r}\nSITE = {str(site)!r}\n")
     files = {module: (RELEASE / f"{module}.py").read_text() for module in LESSON.contract.modules}
@@ -221,7 +222,7 @@ def test_landlock_rules_never_name_a_folder_that_holds_the_kit(tmp_path):
 
 
 def test_without_landlock_the_installed_lessons_are_locked(tmp_path, monkeypatch):
-    from autograder import sandbox
+    from autograder.sandbox import isolation as sandbox
 
     package = tmp_path / "site-packages" / "autograder"
     (package / "lessons" / "one").mkdir(parents=True)

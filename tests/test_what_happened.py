@@ -1,7 +1,7 @@
 """What a failed call's feedback says happened, through a real worker: the step that raised, and the error the
 student would meet on their own machine.
 
-Each submission is the reference with one edit (``autograder.mutants``), graded by a worker of the strongest
+Each submission is the reference with one edit (``autograder.lesson.catalogue``), graded by a worker of the strongest
 sandbox this machine offers.
 """
 
@@ -10,9 +10,9 @@ import re
 import pytest
 import torch
 
-from autograder.mutants import Edit, Mutant, build, load_catalogue
-from autograder.remote import BadValue, StudentError
-from autograder.submission import read_files
+from autograder.lesson.catalogue import Edit, Mutant, build, load_catalogue
+from autograder.judge.remote import BadValue, StudentError
+from autograder.intake.submission import read_files
 from lesson import CATALOGUE, CONTRACT, LESSON
 from workers import remote_over, worker_factory
 
@@ -138,7 +138,7 @@ def test_a_failure_of_the_meta_device_alone_is_said_to_run_on_the_cpu(submit):
 
 def test_the_feedback_of_a_device_check_says_the_code_runs_on_the_cpu(factory, tmp_path):
     """Through the judge: the device check's "What happened" line is the wording above, in the student's feedback."""
-    from autograder.judge import Judge
+    from autograder.judge.grade import Judge
 
     factory, scratch = factory
     bug = next(entry for entry in load_catalogue(CATALOGUE / "bugs.toml", "bug")

@@ -4,10 +4,10 @@ import contextlib
 import tempfile
 from pathlib import Path
 
-from autograder.launch import WorkerFactory
-from autograder.remote import RemoteSubmission
-from autograder.sandbox import Limits, choose_sandbox
-from autograder.submission import read_files
+from autograder.sandbox.launch import WorkerFactory
+from autograder.judge.remote import RemoteSubmission
+from autograder.sandbox.isolation import Limits, choose_sandbox
+from autograder.intake.submission import read_files
 from lesson import CONTRACT, LESSON
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results import SubmissionResult
+from ..records.results import SubmissionResult
 from . import class_report, feedback, feedback_text, gradebook, ids
 
 REPORTERS = (gradebook, ids, feedback, feedback_text, class_report)

@@ -1,4 +1,4 @@
-"""``report.md`` for the instructor: who needs a look and the manual work left (both from :mod:`autograder.triage`,
+"""``report.md`` for the instructor: who needs a look and the manual work left (both from :mod:`autograder.records.triage`,
 as the console says them), the score distribution, the pass rate per check hardest first, and the written answers
 as graded / pending."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ..figures import pass_rate_chart, score_histogram
-from ..results import SubmissionResult, write_atomic
-from ..triage import WRITTEN, manual_line, manual_work, needs_a_look
+from .figures import pass_rate_chart, score_histogram
+from ..records.results import SubmissionResult, write_atomic
+from ..records.triage import WRITTEN, manual_line, manual_work, needs_a_look
 from . import similarity_report
 from .escape import markdown
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results import SubmissionResult, write_atomic
-from ..naming import safe_name
+from ..records.results import SubmissionResult, write_atomic
+from ..intake.naming import safe_name
 from .escape import markdown
 from .feedback_view import score_line, view  # noqa: F401  (score_line: its old home)
 

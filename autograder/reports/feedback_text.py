@@ -12,8 +12,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from ..results import SubmissionResult, write_atomic
-from ..naming import safe_name
+from ..records.results import SubmissionResult, write_atomic
+from ..intake.naming import safe_name
 from .escape import plain
 from .feedback_view import view
 

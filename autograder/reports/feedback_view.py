@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..results import SubmissionResult, TestResult
+from ..records.results import SubmissionResult, TestResult
 
 SHOWN = ("visible", "after_due_date", "after_published")
 # What final-gradebook writes into a test graded in formgrader: this line, then the comment if there is one.

@@ -7,7 +7,7 @@ import csv
 import io
 from pathlib import Path
 
-from ..results import SubmissionResult, write_atomic
+from ..records.results import SubmissionResult, write_atomic
 
 
 def groups_of(results: list[SubmissionResult]) -> list[str]:

@@ -2,7 +2,7 @@
 
 An id is kept exactly as its folder is named (``Müller Anna``) in every CSV and report, but file names and
 nbgrader's ids must be plain, so they are escaped (``results/M%C3%BCller Anna.json``, nbgrader's
-``M_C3_BCller_20Anna``; :mod:`autograder.submission`). This table leads from the id to each of them in one step,
+``M_C3_BCller_20Anna``; :mod:`autograder.intake.submission`). This table leads from the id to each of them in one step,
 and back: a teaching assistant never decodes an escape by hand.
 """
 
@@ -12,9 +12,9 @@ import csv
 import io
 from pathlib import Path
 
-from ..planning import RESULTS
-from ..results import SubmissionResult, write_atomic
-from ..naming import safe_name
+from ..intake.naming import RESULTS
+from ..records.results import SubmissionResult, write_atomic
+from ..intake.naming import safe_name
 
 COLUMNS = ["student", "results", "feedback", "nbgrader_id"]
 

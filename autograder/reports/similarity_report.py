@@ -1,7 +1,7 @@
 """The similarity report in a grade output folder: ``similarity.md`` (the most alike pairs, ranked),
 ``similarity.csv`` (every pair) and ``figures/similarity.png`` (a heatmap of every pair), linked from
 ``report.md``. Unlike the other reports it is no view of the result records: ``similarity`` computes it from
-the class folder (``autograder/similarity.py``), and ``report.md`` links it whenever it is there."""
+the class folder (``autograder/commands/similarity.py``), and ``report.md`` links it whenever it is there."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..figures import similarity_heatmap
-from ..results import write_atomic
+from .figures import similarity_heatmap
+from ..records.results import write_atomic
 from .escape import markdown
 
 NAME = "similarity.md"

@@ -1,6 +1,6 @@
 """The shape of a student package, as data: which files, which public names, which library calls are off limits.
 
-The judge reads it from the assignment's descriptor (:mod:`autograder.assignment`) and hands it to each
+The judge reads it from the assignment's descriptor (:mod:`autograder.lesson.assignment`) and hands it to each
 worker as JSON (the ``GRADER_CONTRACT`` variable), so no lesson is written into the worker's code.
 """
 

@@ -1,7 +1,7 @@
 """A student's notebook run in the worker: its code cells in order, in one fresh namespace.
 
 The judge parses the notebook (trusted) and sends only cell sources, one
-request per cell; the checks never run here (see ``autograder/notebook_stage.py``).
+request per cell; the checks never run here (see ``autograder/notebook/stage.py``).
 A cell gets IPython's input transformations (``%magic``, ``!cmd``, ``x?``),
 a CPU time limit (``ITIMER_PROF``: a busy machine does not shorten it; the judge's limits back it up), and its
 printed output and last expression's ``repr`` are captured with a cap, for the

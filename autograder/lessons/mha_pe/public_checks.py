@@ -6,8 +6,8 @@ import functools
 from pathlib import Path
 from types import ModuleType
 
-from autograder.assignment import load
-from autograder.reference import load_module
+from autograder.lesson.assignment import load
+from autograder.lesson.reference import load_module
 
 LESSON = Path(__file__).resolve().parent
 

@@ -8,9 +8,8 @@ tests); structure and gradients are fetched as tensors and confirmed by recomput
 
 import torch
 
-from autograder.rubric import graded
-from .support import (MODULE_PARTS, PROJECTIONS, close, each_case, expected_attention, first, gradient_agrees,
-                      gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor)
+from autograder.judge.rubric import graded
+from .support import MODULE_PARTS, PROJECTIONS, close, each_case, expected_attention, first, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
 
 ATTEND = ("scaled_dot_product_attention",)
 MODULE = (*MODULE_PARTS, "MultiHeadAttention")  # the parts first: a module check waits for the parts it uses

@@ -2,7 +2,7 @@
 
 import torch
 
-from autograder.rubric import graded
+from autograder.judge.rubric import graded
 from .support import close, each_case, needs, randn, student_raises, tensor
 from autograder.worker.protocol import device_of
 

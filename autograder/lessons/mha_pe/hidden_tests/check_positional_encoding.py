@@ -10,10 +10,9 @@ import time
 
 import torch
 
-from autograder.rubric import graded
-from autograder.rubric import NotChecked
-from .support import (close, each_case, expected_rates, is_close, needs, pair_rates, randn, recurrence_residual,
-                      sine_pairs, student_raises, tensor, unwrapped_angle)
+from autograder.judge.rubric import graded
+from autograder.judge.rubric import NotChecked
+from .support import close, each_case, expected_rates, is_close, needs, pair_rates, randn, recurrence_residual, sine_pairs, student_raises, tensor, unwrapped_angle
 from autograder.worker.protocol import device_of
 
 GROUP = "positional_encoding"

@@ -5,8 +5,8 @@ import contextlib
 import pytest
 import torch
 
-from autograder.remote import StudentError
-from autograder.rubric import NotChecked, graded
+from autograder.judge.remote import StudentError
+from autograder.judge.rubric import NotChecked, graded
 from .support import MODULE_PARTS, close, first, needs, pair, randn, tensor
 from autograder.worker.protocol import device_of
 

@@ -9,8 +9,8 @@ import zlib
 
 import torch
 
-from autograder.remote import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
-from autograder.rubric import NotChecked, WrongShape
+from autograder.judge.remote import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
+from autograder.judge.rubric import NotChecked, WrongShape
 from autograder.worker.protocol import Handle, Unsupported, device_of
 
 from ..public_checks import load_public_checks
@@ -345,7 +345,7 @@ def broken(student, gate):
 @contextlib.contextmanager
 def first(student, *gates):
     """A check whose concept needs what ``gates`` try to work: when it fails and one of them fails, it is not
-    checked (:class:`~autograder.rubric.NotChecked`: charged to that gate's concept, the feedback names the part
+    checked (:class:`~autograder.judge.rubric.NotChecked`: charged to that gate's concept, the feedback names the part
     to fix first)."""
     try:
         yield

@@ -1,0 +1,183 @@
+"""Speed ratios measured side by side in one run (the kit's timing goals live here, not in tests).
+
+Each comparison alternates the two contenders and keeps each one's best time,
+so background load affects both alike.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ..lesson.assignment import Assignment
+from .machine_load import busy_cpu_seconds, load_average
+from ..lesson.reference import load_reference
+
+# Goals as ratios to a bare torch import (issue "every core counts"): code grading per submission end to end at
+# --jobs 1, the speed-up at --jobs 2, and a whole class with notebooks per student.
+GRADING_GOAL = 0.10
+SPEEDUP_GOAL = 1.7
+CLASS_GOAL = 0.25
+NBGRADER_SAMPLE = 10  # notebooks nbgrader's own autograde is timed on (seconds each): its rate, not a class
+
+
+def bare_torch_import(repeats: int = 3) -> float:
+    """Best wall time of a fresh ``python -c "import torch"``: the unit of the grading goals."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def synthetic_class(folder: str | Path, size: int, assignment: Assignment, notebook: bytes | None = None) -> None:
+    """``size`` submissions: copies of the reference and of typical bugs (the catalogue's demo bugs),
+    alternating; each with ``notebook`` (its bytes) when given."""
+    from ..lesson.catalogue import build, copy_package, load_catalogue
+
+    bugs = [bug for bug in load_catalogue(assignment.catalogue / "bugs.toml", "bug") if bug.demo]
+    for index in range(size):
+        student = Path(folder) / f"student-{index:04d}"
+        if index % 2 == 0 or not bugs:
+            copy_package(assignment.solutions, student, assignment.contract.modules)
+        else:
+            build(bugs[(index // 2) % len(bugs)], student, assignment)
+        if notebook is not None:
+            (student / assignment.notebook).write_bytes(notebook)
+
+
+class _Finishes:
+    """A progress sink for the bench: when each student's result was written, and the busy CPU time then."""
+
+    def __init__(self):
+        self.marks = []
+
+    def advance(self, detail=""):
+        self.marks.append((time.perf_counter(), busy_cpu_seconds()))
+
+    def close(self):
+        pass
+
+
+def grading_rate(class_dir: str | Path, jobs: int, assignment: Assignment, sandbox: str = "auto",
+                 notebooks: bool = False) -> tuple[float, float, float | None]:
+    """``(seconds per submission end to end, seconds per submission once under way, cores busy)`` of the grade
+    command.
+
+    End to end is the whole command (sandbox probe, judges, collecting the hidden tests, the warm worker,
+    grading, reports and figures) divided by the class size: the goal's measure. Once under way is the slope of
+    the finishing times after the first quarter of the class (start-up not counted); cores busy is the
+    machine's busy CPU time over that stretch (None where it cannot be read).
+    """
+    from .grading import grade_class
+
+    finishes = _Finishes()
+    with tempfile.TemporaryDirectory(prefix="grader-bench-out-") as out:
+        start = time.perf_counter()
+        grade_class(class_dir, out, jobs=jobs, sandbox_mode=sandbox, emit=lambda line: None, progress=finishes,
+                    skip_notebook=not notebooks, assignment=assignment, unisolated_ok=True)
+        whole = (time.perf_counter() - start) / max(len(finishes.marks), 1)
+    first = len(finishes.marks) // 4
+    (t0, cpu0), (t1, cpu1) = finishes.marks[first], finishes.marks[-1]
+    per = (t1 - t0) / max(len(finishes.marks) - 1 - first, 1)
+    cores = (cpu1 - cpu0) / max(t1 - t0, 1e-9) if cpu0 is not None and cpu1 is not None else None
+    return whole, per, cores
+
+
+def jobs_to_measure(cores: int | None = None) -> list[int]:
+    """``--jobs`` settings worth timing here: 1 and 2, then 4 and 8 where the machine has that many cores."""
+    cores = cores or os.cpu_count() or 1
+    return [1, 2] + [jobs for jobs in (4, 8) if cores >= jobs]
+
+
+def grading_throughput(class_size: int, emit: Callable[[str], None], assignment: Assignment, unit: float,
+                       sandbox: str = "auto", rounds: int = 2) -> dict[str, float]:
+    """Per-submission grading cost of the code at each of :func:`jobs_to_measure`, as ratios to ``unit`` (a bare
+    torch import measured in the same run), and each setting's speed-up over ``--jobs 1``.
+
+    The settings alternate for ``rounds`` rounds and each keeps its best, as the other comparisons do.
+    """
+    size, settings, best = max(class_size, 2), jobs_to_measure(), {}
+    with tempfile.TemporaryDirectory(prefix="grader-bench-class-") as tmp:
+        synthetic_class(tmp, size, assignment)
+        for _ in range(max(rounds, 1)):
+            for jobs in settings:
+                measured = grading_rate(tmp, jobs, assignment, sandbox)
+                if jobs not in best or measured[0] < best[jobs][0]:
+                    best[jobs] = measured
+    results = {}
+    for jobs in settings:
+        whole, per, cores = best[jobs]
+        results[f"grading_ratio_jobs{jobs}"] = whole / unit
+        goal = (f" (goal <= {GRADING_GOAL:g}: {'met' if whole / unit <= GRADING_GOAL else 'MISSED'})"
+                if jobs == 1 else "")
+        load = f"; {cores:.1f} cores busy" if cores is not None else ""
+        emit(f"grading, --jobs {jobs}: {whole:.3f} s per submission end to end, start-up and reports included "
+             f"({size} submissions, best of {max(rounds, 1)}) = {whole / unit:.3f} torch imports{goal}; "
+             f"{per:.3f} s once under way{load}")
+    for jobs in settings[1:]:
+        speedup = best[1][0] / best[jobs][0]
+        results["grading_speedup" if jobs == 2 else f"grading_speedup_jobs{jobs}"] = speedup
+        goal = (f"goal >= {SPEEDUP_GOAL:g}: {'met' if speedup >= SPEEDUP_GOAL else 'MISSED'}" if jobs == 2
+                else f"{jobs}x at best")
+        emit(f"speed-up from --jobs {jobs}: {speedup:.2f}x ({goal}); once under way "
+             f"{best[1][1] / best[jobs][1]:.2f}x")
+    return results
+
+
+def class_with_notebooks(class_size: int, emit: Callable[[str], None], assignment: Assignment, unit: float,
+                         code_ratio: float | None = None, sandbox: str = "auto") -> dict[str, float]:
+    """A whole class with notebooks graded end to end at ``--jobs 1`` (code, notebook, nbgrader's database,
+    reports), per student as a ratio to ``unit``; beside it nbgrader's own autograde of the same notebooks
+    (kernels unsandboxed), per notebook, on a sample of :data:`NBGRADER_SAMPLE`."""
+    from ..notebook.nbgrader_tools import autograde
+
+    size = max(class_size, 1)
+    answered = assignment.source_notebook().read_bytes()  # every check passes; written answers wait for a human
+    with tempfile.TemporaryDirectory(prefix="grader-bench-nbclass-") as tmp:
+        synthetic_class(tmp, size, assignment, notebook=answered)
+        whole, per, cores = grading_rate(tmp, 1, assignment, sandbox, notebooks=True)
+    ratio = whole / unit
+    load = f"; {cores:.1f} cores busy" if cores is not None else ""
+    share = f"; code alone, above: {code_ratio:.3f}" if code_ratio is not None else ""
+    emit(f"a class with notebooks, --jobs 1: {whole:.3f} s per student end to end ({size} students) = {ratio:.3f} "
+         f"torch imports (goal <= {CLASS_GOAL:g}: {'met' if ratio <= CLASS_GOAL else 'MISSED'}){share}{load}")
+    sample = min(size, NBGRADER_SAMPLE)
+    with tempfile.TemporaryDirectory(prefix="grader-bench-nbgrader-") as course:
+        start = time.perf_counter()
+        autograde(Path(course) / "course", assignment, {f"student-{index:03d}": answered for index in range(sample)})
+        own = (time.perf_counter() - start) / sample
+    emit(f"nbgrader's own autograde of the same notebooks: {own:.3f} s per notebook ({sample} notebooks, "
+         f"unsandboxed, notebook only) = {own / unit:.3f} torch imports")
+    return {"class_notebook_ratio": ratio, "nbgrader_notebook_ratio": own / unit}
+
+
+def run_bench(assignment: Assignment, repeats: int = 5, emit: Callable[[str], None] = print, class_size: int = 100,
+              notebooks: int = 40) -> dict[str, float]:
+    """Print every ratio with its goal (the lesson's own speed goals first, from its hooks); return them as a
+    dict for callers that want numbers. ``notebooks``: the size of the class graded with its notebooks."""
+    emit(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {repeats}")
+    results = {}
+    hooks = assignment.load_hooks()
+    if hooks is not None and hasattr(hooks, "speed_goals"):
+        results.update(hooks.speed_goals(load_reference(assignment), repeats, emit))
+    if not (class_size or (notebooks and assignment.notebook)):
+        return results
+    unit = bare_torch_import()
+    load = load_average()
+    emit(f"bare 'python -c \"import torch\"': {unit:.2f} s (the unit below); {os.cpu_count()} cores"
+         + (f", load average {load:.1f}" if load is not None else ""))
+    if class_size:
+        results.update(grading_throughput(class_size, emit, assignment, unit, rounds=min(repeats, 2)))
+    if notebooks and assignment.notebook:
+        results.update(class_with_notebooks(notebooks, emit, assignment, unit, results.get("grading_ratio_jobs1")))
+    return results

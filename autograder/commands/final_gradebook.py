@@ -1,0 +1,107 @@
+"""``python -m autograder final-gradebook OUT_DIR`` (first named ``gradebook``): after grading the written
+answers in formgrader, ``final_gradebook.csv`` and every student's feedback, regenerated.
+
+Two gradebooks, told apart by name: ``gradebook.csv`` (``reports/gradebook.py``) is
+written by every ``grade`` run, one column per test group, written answers
+pending; ``final_gradebook.csv`` (here) comes after formgrader, code and
+notebook (autograded, manual) side by side, for the course's records.
+
+The course folder is ``OUT_DIR/nbgrader``. Each student's record gets the
+scores and comments nbgrader's database holds now (written answers, and any
+autograded score a grader overrode), is saved again, and every report is
+rewritten from the records: ``gradebook.csv``, ``feedback/``, ``report.md``,
+and ``final_gradebook.csv``. The feedback is the kit's own, from the records: it
+covers the code too, which nbgrader's ``generate_feedback`` (the notebook only) does not.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from ..notebook import nbgrader_record
+from ..records import triage
+from ..lesson.assignment import Assignment, resolve
+from ..errors import KitError
+from ..reports import write_reports
+from ..reports.feedback_view import graded_output
+from ..records.results import SubmissionResult, TestResult, load_record, refuse_untrusted, save, write_atomic
+
+COLUMNS = ["student", "total", "max_total", "code", "max_code", "notebook_auto", "max_notebook_auto",
+           "notebook_manual", "max_notebook_manual", "notebook_pending_manual", "notebook_note"]
+
+
+def _refreshed(test: TestResult, cell: nbgrader_record.CellGrade | None) -> TestResult:
+    """One notebook TestResult as the course database has it now (``cell``: a CellGrade, or None)."""
+    if cell is None:
+        return test
+    if cell.manual:
+        status = "passed" if cell.score >= test.max_score else "failed"
+        return replace(test, score=cell.score, status=status, output=graded_output(cell.comment))
+    if test.group == "written" and cell.pending:
+        return replace(test, score=0, status="pending", output="To be graded by your instructor.")
+    return test
+
+
+def refresh(result: SubmissionResult, course: Path, lesson: Assignment) -> SubmissionResult:
+    """``result`` with its notebook tests (of ``lesson``'s notebook) as graded in formgrader so far."""
+    if result.notebook is None:
+        return result
+    cells = nbgrader_record.read_cells(course, result.notebook.id, lesson)
+    if not cells:
+        return result
+    tests = tuple(_refreshed(test, cells.get(test.id.partition("::")[2])) if test.group in ("notebook", "written")
+                  else test for test in result.tests)
+    pending = sum(test.max_score for test in tests if test.status == "pending")
+    return replace(result, tests=tests, notebook=replace(result.notebook, pending_manual=pending))
+
+
+def _row(result: SubmissionResult) -> list[str]:
+    def points(tests):
+        return sum(t.score for t in tests), sum(t.max_score for t in tests)
+
+    code = points([t for t in result.tests if t.group not in ("notebook", "written")])
+    auto = points([t for t in result.tests if t.group == "notebook"])
+    manual = points([t for t in result.tests if t.group == "written"])
+    pending = sum(t.max_score for t in result.tests if t.status == "pending")
+    values = [result.score, result.max_score, *code, *auto, *manual, pending]
+    return [result.student, *(f"{value:g}" for value in values), result.notebook.reason if result.notebook else ""]
+
+
+def export_final_gradebook(out_dir: str | Path, emit: Callable[[str], None] | None = None,
+                           assignment: Assignment | None = None, allow_unisolated: bool = False) -> Path:
+    """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
+    the path of the latter (``assignment``: what was graded; the kit's lesson by default). Every record must be
+    a grade of record (sealed, graded in isolation; ``allow_unisolated`` accepts a ``--sandbox none`` run's);
+    each is sealed again once the manual grades are in."""
+    lesson = resolve(assignment)
+    out_dir = Path(out_dir)
+    paths = sorted((out_dir / "results").glob("*.json"))
+    if not paths:
+        raise KitError(f"no results in {out_dir / 'results'}: run 'python -m autograder grade' first")
+    course = nbgrader_record.course_dir(out_dir)
+    records = {path: load_record(path) for path in paths}
+    refuse_untrusted({(result.student if result is not None else path.name): problem
+                      for path, (result, problem) in records.items()}, "final-gradebook", allow_unisolated)
+    results = []
+    for path, (record, _) in records.items():
+        result = refresh(record, course, lesson)
+        save(result, path)
+        results.append(result)
+    results.sort(key=lambda r: r.student)
+    write_reports(results, out_dir)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for result in results:
+        writer.writerow(_row(result))
+    path = out_dir / "final_gradebook.csv"
+    write_atomic(path, buffer.getvalue())
+    if emit:
+        emit(f"final gradebook: {path}; feedback regenerated for {len(results)} student(s)")
+        emit(triage.manual_line(triage.manual_work(results)))  # the written answers formgrader still holds
+    return path
+

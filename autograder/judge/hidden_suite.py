@@ -1,0 +1,190 @@
+"""The hidden tests, collected once per judge and run against one submission after another.
+
+pytest collects them (imports ``check_*.py``, reads every ``@graded`` mark and
+parametrization) once; each submission then costs only the test functions
+themselves, called directly with the two fixtures the hidden tests may ask for
+(``student`` and ``reference``). A pytest session per submission would cost
+more than grading it (configuration, collection, a setup/call/teardown report
+per test).
+
+Every call's outcome is captured as a value (:class:`Outcome`), a failing
+assertion, a student's failure, a skip and a grader-side crash alike, the way
+pytest's ``CallInfo`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from ..errors import KitError
+from .rubric import RubricEntry, rubric_entry
+
+FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
+# Marks the judge honours; others (skip, xfail, usefixtures) would be silently ignored, so they are refused.
+MARKS = {"graded", "parametrize", "hypothesis"}
+AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One collected hidden test: its rubric entry, its function and what to call it with."""
+
+    entry: RubricEntry
+    function: Callable[..., Any]
+    fixtures: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one call of a hidden test ended: ``"passed"``, ``"failed"`` or ``"skipped"``."""
+
+    state: Literal["passed", "failed", "skipped"]
+    error: BaseException | None = None  # what a failed call raised
+    reason: str = ""  # why a skipped call was skipped
+
+
+def pytest_args(hidden_dir: Path) -> list[str]:
+    """Arguments for pytest over the hidden tests in ``hidden_dir`` (their own pytest.ini, no cache)."""
+    args = [str(hidden_dir), "-c", str(hidden_dir / "pytest.ini"), "--rootdir", str(hidden_dir), "-q",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    # unraisableexception: its two full garbage collections at the session's end cost a judge ~0.2 s; the collection
+    # session runs no test, so nothing is left for it to catch.
+    for unused in ("cacheprovider", "junitxml", "pastebin", "doctest", "legacypath", "stepwise", "lfplugin",
+                   "unraisableexception"):
+        args += ["-p", f"no:{unused}"]
+    return args
+
+
+@contextlib.contextmanager
+def _no_plugin_autoload():
+    """pytest without the plugins installed packages register (hypothesis' alone costs ~1 s at session end): the
+    judge calls the collected functions itself, so no plugin would run anyway."""
+    before = os.environ.get(AUTOLOAD)
+    os.environ[AUTOLOAD] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[AUTOLOAD]
+        else:
+            os.environ[AUTOLOAD] = before
+
+
+class _Collector:
+    """pytest plugin: turns each collected item into a :class:`Case` (or a problem)."""
+
+    def __init__(self):
+        self.cases, self.problems = [], []
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            try:
+                self.cases.append(self._case(item))
+            except ValueError as error:
+                self.problems.append(str(error))
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.problems.append(f"could not collect {report.nodeid or 'the hidden tests'}: "
+                                 f"{_last_line(str(report.longrepr))}")
+
+    @staticmethod
+    def _case(item):
+        entry = rubric_entry(item)
+        params = dict(item.callspec.params) if hasattr(item, "callspec") else {}
+        # pytest lists its own ``request`` for every test; it matters only when the test's signature asks for it.
+        wanted = set(item.fixturenames) - {"request"} | set(inspect.signature(item.obj).parameters) & {"request"}
+        unknown = sorted(wanted - set(FIXTURES) - set(params))
+        if unknown:
+            raise ValueError(f"hidden test {item.nodeid} asks for {', '.join(unknown)}; the judge provides only "
+                             f"{' and '.join(FIXTURES)}")
+        marks = sorted({mark.name for mark in item.iter_markers()} - MARKS)
+        if marks:
+            raise ValueError(f"hidden test {item.nodeid} carries marks the judge does not apply: {', '.join(marks)}")
+        fixtures = tuple(name for name in item.fixturenames if name in FIXTURES)
+        return Case(entry, item.obj, fixtures, params)
+
+
+def _last_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of a pytest report (``E   SyntaxError: ...``), bounded: one line for an error."""
+    lines = [line.strip().removeprefix("E").strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else "no detail")[:limit]
+
+
+class HiddenSuite:
+    """The collected hidden tests. ``run(fixtures)`` calls each one and returns its outcome."""
+
+    def __init__(self, cases: list[Case] | tuple[Case, ...], problems: list[str] | tuple[str, ...] = ()) -> None:
+        self.cases, self.problems = tuple(cases), tuple(problems)
+
+    @classmethod
+    def collect(cls, hidden_dir: Path) -> HiddenSuite:
+        """Collect (import, never run) the hidden tests in ``hidden_dir``."""
+        collector = _Collector()
+        sink = io.StringIO()
+        before = set(sys.modules)
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
+            code = pytest.main(pytest_args(hidden_dir) + ["--collect-only"], plugins=[collector])
+        problems = list(collector.problems)
+        if problems:  # pytest keeps a module that failed half-way: the next collection would take it as fine
+            folder = str(Path(hidden_dir).resolve())
+            for name in set(sys.modules) - before:
+                if str(getattr(sys.modules[name], "__file__", None) or "").startswith(folder):
+                    del sys.modules[name]
+        if code not in (0, pytest.ExitCode.NO_TESTS_COLLECTED) and not problems:
+            problems.append(f"pytest could not collect the hidden tests (exit code {int(code)}): "
+                            f"{_last_line(sink.getvalue())}")
+        return cls(collector.cases, problems)
+
+    @property
+    def entries(self) -> list[RubricEntry]:
+        """The rubric entries, in collection order."""
+        return [case.entry for case in self.cases]
+
+    @property
+    def topics(self) -> dict[str, str]:
+        """``{test id: concept key}``."""
+        return {case.entry.id: case.entry.topic for case in self.cases}
+
+    def run(self, fixtures: dict[str, Any]) -> list[tuple[Case, Outcome]]:
+        """``[(case, Outcome)]`` for every case, called with ``fixtures`` (``{"student": ..., "reference": ...}``)."""
+        outcomes = []
+        # A hidden test's prints (hypothesis reports, say) must not reach the judge's stdout: it is a channel.
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for case in self.cases:
+                outcomes.append((case, call(case, fixtures)))
+        return outcomes
+
+
+def call(case: Case, fixtures: dict[str, Any]) -> Outcome:
+    """Call one hidden test; its outcome as a value, whatever it raised."""
+    kwargs = {name: fixtures[name] for name in case.fixtures}
+    kwargs.update(case.params)
+    try:
+        case.function(**kwargs)
+    except pytest.skip.Exception as skip:
+        return Outcome("skipped", reason=str(skip.msg or "skipped"))
+    except (Exception, pytest.fail.Exception) as error:  # noqa: BLE001 - every failure is an outcome
+        return Outcome("failed", error=error)
+    return Outcome("passed")
+
+
+def collect_rubric(hidden_dir: Path) -> list[RubricEntry]:
+    """The rubric entries of every hidden test, in order, without running any of them; a one-line KitError when
+    any cannot be collected."""
+    suite = HiddenSuite.collect(hidden_dir)
+    if suite.problems:
+        raise KitError(f"the hidden tests in {hidden_dir} could not all be collected: {suite.problems[0]}"
+                       + (f" (and {len(suite.problems) - 1} more)" if len(suite.problems) > 1 else ""))
+    return suite.entries

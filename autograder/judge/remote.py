@@ -1,0 +1,653 @@
+"""The judge's side of a worker: start it, ask it for calls, and turn every way a call can go wrong into an exception.
+
+:class:`RemoteSubmission` is what the hidden tests see as ``student``. Calling
+``student.some_function(x, 4)`` sends a request to the sandboxed worker and
+returns plain data (tensors built from bytes). Anything that goes wrong becomes
+a :class:`SubmissionFailure` subclass, so the judge can tell "the student's
+code failed" from "the hidden test's assertion failed".
+
+If a call crashes the worker or runs past its time limit, the worker is
+killed and the next call starts a fresh one: only the tests that depend on the
+broken call lose points.
+
+Time limits are CPU seconds of the worker's processes, read by the judge from
+``/proc`` (:mod:`autograder.sandbox.clocks`); the wall clock is only a backstop
+(:data:`BACKSTOP` times a limit) that catches hangs. When it fires, what the
+judge saw while waiting decides: a worker that slept or blocked is charged, a
+worker that was ready to run but waited for a CPU is the machine's fault
+(:class:`MachineBusy`: the student is graded again, never charged).
+"""
+
+import builtins
+import contextlib
+import hashlib
+import random
+import re
+import time
+
+from ..sandbox import clocks
+from ..records import seal
+from ..records.results import Cause
+from ..worker import protocol
+from ..worker.contract import Contract
+
+BACKSTOP = 4  # the wall-clock backstop, in multiples of a CPU limit: it catches hangs, it never measures work
+FIRST_LOOK = 1.0  # wall seconds before the judge first reads a waiting worker's CPU (short calls: never)
+LOOK_EVERY = 0.25  # and then between readings
+
+# What the judge keeps of a student's text (exception messages, type names): enough for the instructor.
+TEXT_LIMIT = 400
+NAME_LIMIT = 100
+# Type names that may appear in student-visible feedback: Python's own (a class the submission defines may carry
+# any text in its name, hidden inputs included).
+PUBLIC_TYPES = frozenset(name for name, value in vars(builtins).items() if isinstance(value, type)) | {
+    "Tensor", "Parameter", "NoneType", "function", "module", "MissingFile", "MissingName"}
+_WHERE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,99})\.py:(\d{1,6})$")
+PHASES = ("forward", "backward")  # the steps of a gradient request a worker's error may name
+
+
+def bounded(text, limit):
+    """``text`` cut to ``limit`` characters, saying so."""
+    return text if len(text) <= limit else text[: max(limit - 10, 0)] + " [... cut]"
+
+
+def _text(value, limit=TEXT_LIMIT):
+    """A string the worker sent, as a bounded ``str`` (anything else becomes empty)."""
+    return bounded(value, limit) if isinstance(value, str) else ""
+
+
+def public_type(mro, fallback="an exception of a class of its own"):
+    """The most specific of Python's own type names in ``mro`` (a list of names the worker sent), or
+    ``fallback``."""
+    for name in mro:
+        if name in PUBLIC_TYPES:
+            return name
+    return fallback
+
+
+def clean_record(record, lines, modules):
+    """A worker's error record with every field checked and bounded; ``where`` is kept only when it names one
+    of ``modules`` (the contract's student files) and, with ``lines`` (module -> line count), a line that
+    exists. ``phase`` is one of :data:`PHASES` or empty; ``on_cpu_too`` and ``mixed_devices`` are booleans."""
+    record = record if isinstance(record, dict) else {}
+    mro = record.get("mro")
+    mro = [_text(item, NAME_LIMIT) for item in mro[:20]] if isinstance(mro, list) else []
+    kind = _text(record.get("type"), NAME_LIMIT) or "Exception"
+    where = _text(record.get("where"), 200)
+    match = _WHERE.match(where)
+    if not match or match.group(1) not in modules or (
+            lines is not None and not 1 <= int(match.group(2)) <= lines.get(match.group(1), 0)):
+        where = None
+    return {"type": kind, "mro": mro or [kind], "message": _text(record.get("message")), "where": where,
+            "cause": _text(record.get("cause"), NAME_LIMIT), "module": _text(record.get("module"), NAME_LIMIT),
+            "missing": _text(record.get("missing"), NAME_LIMIT),
+            "phase": record.get("phase") if record.get("phase") in PHASES else "",
+            "on_cpu_too": record.get("on_cpu_too") is True, "mixed_devices": record.get("mixed_devices") is True}
+
+
+# ---------------------------------------------------------------- failures
+
+class SubmissionFailure(Exception):
+    """The student's code did not produce an answer; ``summary`` is safe to show to the student (the judge's
+    words, type names of Python's own and places in the student's files: never text the submission chose, which
+    could echo hidden inputs); ``detail`` is the submission's own text, for the instructor only."""
+
+    summary = "your code did not produce an answer"
+    detail = ""
+    cause = Cause("crashed")  # what went wrong, as a value (each kind below sets its own)
+
+    def __str__(self):
+        return self.summary
+
+
+class StudentError(SubmissionFailure):
+    """The student's code raised an exception (known to the judge by names and text only).
+
+    ``phase``: the step of a gradient request that raised ("forward", "backward"; None elsewhere).
+    ``on_fake_device``: the call ran on the fake device (the judge asked for it); then ``on_cpu_too`` says the
+    same call raised on the CPU as well, and the type, place and message are the CPU run's (what the student
+    sees on their own machine), else they are the fake run's, where ``mixed_devices`` marks the device rules'
+    own refusal (tensors on two devices, a ``RuntimeError`` on a GPU).
+    """
+
+    def __init__(self, name: str, record: dict, fake: bool = False) -> None:
+        super().__init__()
+        self.name, self.type, self.mro = name, record["type"], record["mro"]
+        self.message, self.where = record["message"], record["where"]
+        self.record = record
+        self.phase = record.get("phase") or None
+        self.on_fake_device = fake
+        self.on_cpu_too = fake and record.get("on_cpu_too") is True
+        self.mixed_devices = fake and not self.on_cpu_too and record.get("mixed_devices") is True
+        place = f" at {self.where}" if self.where else ""
+        self.cause = Cause("raised", public_type(self.mro, ""), self.where or "")
+        self.summary = f"{name} raised {public_type(self.mro)}{place}"
+        if self.on_cpu_too:
+            self.summary += " on the CPU too (not a device problem)"
+        elif self.mixed_devices:
+            self.summary += " under the GPU's device rules, mixing tensors of two devices (it runs on the CPU)"
+        elif fake:
+            self.summary += " under the GPU's device rules (it runs on the CPU)"
+        self.detail = f"{self.type}: {self.message}"
+
+    def is_a(self, type_name):
+        return type_name in self.mro
+
+
+class ImportFailure(SubmissionFailure):
+    def __init__(self, module, record, label="", names=(), unavailable=(), packages=()):
+        super().__init__()
+        self.module = module
+        cause, where = record["cause"] or record["type"], record["where"]
+        missing = label.split(".")[0] if label.split(".")[0] in names else "a name the tests need"
+        # A module the judge's own scan found imported and not allowed: named from the scan (the submission's
+        # source), never from the worker's words, which only pick which one.
+        absent = record.get("missing", "").partition(".")[0]
+        absent = absent if absent in unavailable else next(iter(unavailable), "")
+        self.cause = Cause("missing_file" if cause == "MissingFile" else "missing_name" if cause == "MissingName"
+                           else "import_failed", "" if cause in ("MissingFile", "MissingName")
+                           else public_type([cause, *record["mro"]], ""), where or "")
+        if cause == "ModuleNotFoundError" and absent:
+            self.summary = (f"importing {module}.py failed: it imports `{absent}`, which graders do not have "
+                            f"(allowed: {', '.join(packages)})")
+            self.detail = f"{cause}: {record['message']}"
+        elif cause == "MissingFile":
+            self.summary = f"{module}.py is missing from the submission"
+        elif cause == "MissingName":
+            self.summary = f"{module}.py does not define {missing}"
+        else:
+            place = f" ({where})" if where else ""
+            self.summary = f"{module}.py could not be imported: {public_type([cause, *record['mro']])}{place}"
+            self.detail = f"{cause}: {record['message']}"
+
+
+class WorkerCrash(SubmissionFailure):
+    def __init__(self, name, detail):
+        super().__init__()
+        self.summary = f"the process running your code stopped during {name} ({detail})"
+
+
+class CallTimeout(SubmissionFailure):
+    """A call that used up its CPU time (``asleep=False``) or waited without computing past its limit."""
+
+    cause = Cause("timeout")
+
+    def __init__(self, name, seconds, earlier=False, asleep=False):
+        super().__init__()
+        self.asleep = asleep
+        when = "earlier " if earlier else ""
+        if asleep:
+            self.summary = (f"{name} waited without computing (a sleep or a blocking call) for more than {seconds:g} s "
+                            f"({when}time limit per call)")
+        else:
+            self.summary = f"{name} used more than {seconds:g} s of CPU time ({when}time limit per call)"
+
+
+class SubmissionTimeout(SubmissionFailure):
+    cause = Cause("timeout")
+
+    def __init__(self, seconds, asleep=False):
+        super().__init__()
+        if asleep:
+            self.summary = (f"the whole submission waited without computing (sleeps or blocking calls) past its "
+                            f"time limit ({seconds:g} s of CPU time)")
+        else:
+            self.summary = f"the CPU time limit for the whole submission ({seconds:g} s) was used up"
+
+
+class MachineBusy(Exception):
+    """The grading machine was too busy to run this submission: its worker was ready to run and waited for a CPU
+    until the wall-clock backstop. Not a :class:`SubmissionFailure`: no test is charged for it; the judge
+    records the student as not graded (``machine_busy``) and the run grades them again on a fresh worker."""
+
+
+class ForbiddenCall(SubmissionFailure):
+    def __init__(self, name, apis):
+        super().__init__()
+        self.apis = sorted(apis)
+        self.cause = Cause("forbidden", apis=tuple(self.apis))
+        self.summary = f"{name} uses {', '.join(self.apis)}: this part asks you to build it yourself"
+
+
+class BadValue(SubmissionFailure):
+    cause = Cause("bad_value")
+
+    def __init__(self, name, what):
+        super().__init__()
+        self.summary = f"{name} returned {what}"
+
+
+# ---------------------------------------------------------------- the student's code, as the tests see it
+
+class RemoteObject:
+    """An object (a module instance) that lives in the worker."""
+
+    def __init__(self, submission, handle, name, generation):
+        self._submission, self._handle, self._name, self._generation = submission, handle, name, generation
+
+    def _ask(self, op, label, **fields):
+        if self._generation != self._submission.generation:
+            raise WorkerCrash(label, "this object was lost when an earlier call restarted the worker")
+        return self._submission.request(self._name, label, dict(fields, op=op, handle=self._handle.id))
+
+    def __call__(self, *args, device=None, **kwargs):
+        return self._ask("method", f"{self._name}.forward", method="__call__", args=list(args), kwargs=kwargs,
+                         device=device)
+
+    def call_seeded(self, seed, *args, **kwargs):
+        """Forward with the worker's random generators seeded with ``seed`` (an int) instead of the usual seed:
+        two seeds give two outputs exactly when the forward draws random numbers."""
+        return self._ask("method", f"{self._name}.forward", method="__call__", args=list(args), kwargs=kwargs,
+                         seed=int(seed))
+
+    def attr(self, name):
+        return self._ask("attr", f"{self._name}.{name}", name=name)
+
+    def on_fake_device(self, *args, **kwargs):
+        """Forward with the module's parameters and buffers on a fake device; see :func:`fake_result`."""
+        return fake_result(self._ask("method", f"{self._name}.forward", method="__call__", args=list(args),
+                                     kwargs=kwargs, fake=True))
+
+    def call_with(self, parameters, *args, **kwargs):
+        """Forward with some parameters replaced (``{name: tensor}``), the module itself left as it was."""
+        return self._ask("method", f"{self._name}.forward", method="__call__", args=list(args), kwargs=kwargs,
+                         override=parameters)
+
+    def child(self, name):
+        """The submodule ``name`` as an object of its own (to run one layer alone)."""
+        value = self._ask("child", f"{self._name}.{name}", name=name)
+        if not isinstance(value, protocol.Handle):
+            raise BadValue(f"{self._name}.{name}", "no module")
+        return RemoteObject(self._submission, value, self._name, self._generation)
+
+    def tensors(self):
+        """``{"parameters": {name: tensor}, "buffers": {name: tensor}}``, every name of each (aliases too)."""
+        return self._ask("tensors", f"{self._name} parameters")
+
+    def to(self, target):
+        """Move the module to a device (``"meta"``, ``"cuda"``) or convert it to a dtype (``torch.float64``)."""
+        if isinstance(target, str):
+            self._ask("to", f"{self._name}.to", device=target)
+        else:
+            self._ask("to", f"{self._name}.to", dtype=protocol.DTYPE_NAMES[target])
+        return self
+
+    def grads(self, *args, **kwargs) -> dict:
+        """Forward and backward of ``sum(output ** 2)`` in the worker: ``{"output": tensor, "grads": {parameter
+        name: tensor or None}}``. A failure names the step that failed: ``<Module>.forward`` when the forward
+        raised or returned no tensor, ``<Module>.backward`` when the backward through it raised."""
+        try:
+            reply = self._ask("grads", f"{self._name}.forward and .backward", args=list(args), kwargs=kwargs)
+        except StudentError as error:
+            if error.phase is None:
+                raise
+            # The worker names the step (its word picks one of two fixed ones, about its own code only).
+            raise StudentError(f"{self._name}.{error.phase}", error.record) from None
+        import torch  # the judge's: imported long before any call
+
+        if isinstance(reply, dict) and reply.get("grads") is None and not isinstance(reply.get("output"),
+                                                                                       torch.Tensor):
+            raise BadValue(f"{self._name}.forward", "no tensor, so there is no gradient to compute")
+        return reply
+
+    def forward_reporting_changes(self, *args, device=None, **kwargs) -> tuple[object, tuple[str, ...]]:
+        """``(output, changed)``: the forward as :meth:`__call__` runs it, and the names of the arguments it
+        changed in place (see :func:`changes_result`)."""
+        label = f"{self._name}.forward"
+        reply = self._ask("method", label, method="__call__", args=list(args), kwargs=kwargs, device=device,
+                          report_changes=True)
+        return changes_result(reply, label, argument_names(args, kwargs))
+
+
+def fake_result(reply):
+    """The value of a fake-device call, each tensor (a meta tensor: it has no values) marked with the
+    device it was on in the worker (``device_of``)."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("devices"), list):
+        raise BadValue("a call on the fake device", "no result")
+    import torch  # the judge's: imported long before any call
+
+    devices = iter(reply["devices"])
+
+    def mark(value):
+        if isinstance(value, (protocol.Handle, protocol.Unsupported)):
+            return value
+        if isinstance(value, torch.Tensor):
+            value.source_device = str(next(devices, "unknown"))[:20]
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                mark(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                mark(item)
+        return value
+
+    return mark(reply.get("value"))
+
+
+def _no_handle(name, value):
+    """``value``, unless the worker answered a function call with an object kept in it (never data)."""
+    if isinstance(value, protocol.Handle):
+        kind = public_type([value.type], None)
+        raise BadValue(name, f"an object of type {kind}" if kind else "an object of a class of its own")
+    return value
+
+
+def argument_names(args, kwargs) -> tuple[str, ...]:
+    """How a report of changes names a call's arguments: ``arg0``, ``arg1``... by position, then each keyword by
+    its name (the worker's ``session.argument_names``, the same rule)."""
+    return tuple(f"arg{index}" for index in range(len(args))) + tuple(kwargs)
+
+
+def changes_result(reply, label, names) -> tuple[object, tuple[str, ...]]:
+    """``(value, changed)`` from a call made with ``report_changes``: the worker answers ``{"value": the result,
+    "changed": [argument names]}``. The list is the worker's word, checked as every reply field is: a list of
+    distinct names among ``names`` (the arguments the judge sent), else :class:`BadValue`. ``changed`` follows
+    the order of ``names``."""
+    changed = reply.get("changed") if isinstance(reply, dict) and set(reply) == {"value", "changed"} else None
+    if (not isinstance(changed, list) or len(changed) > len(names)
+            or not all(isinstance(name, str) and name in names for name in changed)
+            or len(set(changed)) != len(changed)):
+        raise BadValue(label, "no well-formed report of the arguments it changed")
+    return reply["value"], tuple(name for name in names if name in changed)
+
+
+class RemoteSubmission:
+    """One student's submission behind a (restartable) sandboxed worker."""
+
+    def __init__(self, sandbox, launch, contract: Contract, forbidden=None, worker=None, files=None):
+        self.sandbox, self.launch = sandbox, launch  # launch() starts a fresh worker over this submission
+        self.contract = contract
+        self.forbidden = forbidden or {}  # name -> set of APIs found by the static scan
+        self.unavailable = {}  # module -> names it imports that the grader does not have (imports.py's scan)
+        # Line counts of the student's files: a place the worker names must exist in them.
+        self.lines = {module: data.count(b"\n") + 1 for module, data in (files or {}).items()}
+        self.digests = {module: hashlib.sha256(data).digest() for module, data in (files or {}).items()}
+        self.limits = sandbox.limits
+        self.clock = time.monotonic  # the backstop's clock (tests inject one: no assertion waits on the wall)
+        self.deadline = self.clock() + BACKSTOP * self.limits.submission_seconds  # a backstop: CPU is the limit
+        self.budget = self.limits.submission_seconds  # CPU seconds for the whole submission
+        self.cpu_before = 0.0  # CPU seconds of this submission's workers already discarded
+        self.samples = clocks.Samples()  # what long waits were made of, over the whole submission
+        self.busy = ""  # why the machine could not grade this submission (MachineBusy), once it happened
+        self.worker = worker
+        self.spare = worker is not None  # started ahead: checked before its first use
+        self.generation = 0
+        self.broken_modules = {}  # module -> SubmissionFailure, decided once
+        self.hung = {}  # name -> (seconds, whether it slept)
+        self.crashes = {}  # name -> count
+        self.events = []  # what went wrong, for the result's notes
+        self.outputs = []
+        self.cuda = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _worker(self, label):
+        if self.busy:  # the student is graded again: nothing more is started for this try
+            raise MachineBusy(self.busy)
+        if self.spare:
+            self._check_spare()
+        if self.worker is None:
+            try:
+                self.worker = self.launch()
+            except (OSError, protocol.ProtocolError) as error:
+                self.events.append(f"no worker could be started: {error}")
+                raise WorkerCrash(label, "the grading process could not be started") from None
+            self.generation += 1
+        deadline = min(self.deadline, time.monotonic() + BACKSTOP * self.limits.start_seconds)
+        try:
+            hello = self.worker.ready(deadline)
+        except protocol.ChannelTimeout:  # no student code runs before the hello: the machine's trouble
+            self._discard("the worker did not start in time")
+            raise self._machine_busy("a worker did not start within the backstop") from None
+        except protocol.ProtocolError:
+            detail = self.worker.exit_detail()
+            self._discard(f"the worker failed to start ({detail})")
+            raise WorkerCrash(label, f"the grading process failed to start: {detail}") from None
+        self.cuda = hello.get("cuda") is True
+        return self.worker
+
+    def _check_spare(self):
+        """A worker started ahead may have died before it served this student (with its zygote, say): no fault
+        of the student's, so it is replaced before the first request rather than counted as a crash."""
+        self.spare = False
+        try:
+            self.worker.ready(min(self.deadline, time.monotonic() + self.limits.start_seconds))
+        except protocol.ProtocolError as error:
+            self.worker.close()
+            self.worker = None
+            self.events.append(f"a worker started ahead was lost before its first request ({error}); "
+                               "started another")
+
+    def _discard(self, why, worker=None, count=True):
+        """End ``worker`` (the current one by default), keeping its output and counting the CPU it used (towards
+        the submission's limit; ``count=False`` when no call follows, sparing a scan of ``/proc``)."""
+        worker = self.worker if worker is None else worker
+        if worker is not None and not getattr(worker, "discarded", False):
+            worker.discarded = True
+            self.outputs.append(worker.output)
+            if count:
+                with contextlib.suppress(OSError):  # its last reading, if it has already ended
+                    reading = worker.usage()
+                    self.cpu_before += max(0.0, max(reading.cpu if reading.alive else 0.0, worker.last_cpu)
+                                           - worker.cpu_start)
+            worker.close()
+        if worker is not None and worker is self.worker:
+            self.worker = None
+        if why:
+            self.events.append(why)
+
+    def _machine_busy(self, why):
+        """Record that the machine, not the submission, kept this student from being graded."""
+        self.busy = self.busy or why
+        self.events.append(f"the machine was too busy: {why}; not graded this time")
+        return MachineBusy(self.busy)
+
+    def cpu_spent(self, worker=None, mark=None):
+        """CPU seconds this submission has used so far, over all its workers (as the judge reads them)."""
+        worker = self.worker if worker is None else worker
+        if worker is None:
+            return self.cpu_before
+        mark = worker.cpu_mark() if mark is None else mark
+        return self.cpu_before + max(0.0, mark - worker.cpu_start)
+
+    def close(self):
+        """The submission is graded: end its worker (no call follows, so its CPU is not read again)."""
+        self._discard(None, count=False)
+
+    def output_text(self):
+        texts = [out.text() for out in self.outputs + ([self.worker.output] if self.worker else [])]
+        return "\n".join(text for text in texts if text)
+
+    def cuda_available(self):
+        if self.cuda is None:
+            self._worker("start")
+        return self.cuda
+
+    # ------------------------------------------------------------ requests
+
+    def _ensure_module(self, module, label):
+        if module in self.broken_modules:
+            raise self.broken_modules[module]
+        worker = self._worker(label)
+        if module in worker.imported:
+            return
+        try:
+            self._exchange(worker, {"op": "import", "module": module}, f"importing {module}.py")
+        except (WorkerCrash, CallTimeout) as failure:  # the import itself crashed or hung
+            self.broken_modules[module] = failure
+            raise
+        worker.imported.add(module)
+
+    def ask(self, message, label, seconds=None):
+        """Send one request that is not a call of a contract name (a notebook's cell, its names); return the
+        decoded value or raise the matching SubmissionFailure. ``seconds`` replaces the per-call time limit."""
+        return self._exchange(self._worker(label), message, label, seconds)
+
+    def _exchange(self, worker, message, label, seconds=None):
+        """Send one request; return the decoded value or raise the matching SubmissionFailure (or MachineBusy).
+        ``seconds`` replaces the per-call CPU limit (a notebook cell has its own)."""
+        if self.busy:
+            raise MachineBusy(self.busy)
+        limit = seconds or self.limits.call_seconds
+        began, mark = self.clock(), worker.cpu_mark()  # one pread: the call's CPU starts here
+        left = self.budget - self.cpu_spent(worker, mark)
+        if left <= 0:
+            raise SubmissionTimeout(self.budget)
+        if began >= self.deadline:  # the whole submission's backstop, passed between calls
+            if self.samples.mostly_starved:
+                raise self._machine_busy("the submission's wall-clock backstop passed while it waited for a CPU")
+            raise SubmissionTimeout(self.budget, asleep=True)
+        backstop = min(began + BACKSTOP * limit, self.deadline)
+        blobs = []
+        for key in ("args", "kwargs", "override"):
+            if key in message:
+                message[key] = protocol.encode(message[key], blobs)
+        try:
+            nonce = worker.send(message, blobs, backstop)
+            self._await(worker, label, limit, min(limit, left), mark, began, backstop)
+            reply, reply_blobs = worker.receive(nonce, backstop, self.limits.reply_bytes)
+        except protocol.ChannelTimeout:  # it stopped reading its request, or stopped half-way through a reply
+            self._discard(f"{label} stopped reading or writing past its time limit; the worker was restarted", worker)
+            raise CallTimeout(label, limit, asleep=True) from None
+        except (protocol.ProtocolError, OSError) as error:
+            # Whatever the worker sent or did, it is the submission's doing: its tests fail as after a crash.
+            detail = worker.exit_detail() if isinstance(error, protocol.ChannelClosed) else "it sent a malformed reply"
+            self._discard(f"{label} stopped the worker ({detail}); the worker was restarted", worker)
+            raise WorkerCrash(label, detail) from None
+        forbidden = reply.get("forbidden")
+        if forbidden:
+            known = set(self.contract.forbidden)
+            apis = [api for api in forbidden if isinstance(api, str) and api in known] if isinstance(
+                forbidden, list) else []
+            raise ForbiddenCall(label, apis[:5] or sorted(known)[:1])
+        if "error" in reply:
+            record = clean_record(reply["error"], self.lines, self.contract.modules)
+            if record["type"] == "ImportFailed":
+                modules = self.contract.modules
+                module = record["module"] if record["module"] in modules else message.get("module")
+                if module not in modules:
+                    module = self.contract.names.get(message.get("name"), modules[0])
+                failure = ImportFailure(module, record, label, self.contract.names, self.unavailable.get(module, ()),
+                                        self.contract.packages)
+                self.broken_modules[module] = failure
+                raise failure
+            raise StudentError(label, record, fake=message.get("fake") is True)
+        try:
+            return protocol.decode(reply.get("value"), reply_blobs)
+        except Exception:  # noqa: BLE001 - any malformed value is the submission's fault, never the grader's
+            self._discard(f"{label}: the worker sent a malformed reply; the worker was restarted", worker)
+            raise WorkerCrash(label, "it sent a malformed reply") from None
+
+    def _await(self, worker, label, limit, cpu_limit, mark, began, backstop):
+        """Wait until ``worker`` begins to reply. A reply within :data:`FIRST_LOOK` costs no reading; after that
+        the judge reads the worker's tree every :data:`LOOK_EVERY` s and ends the call when its CPU reaches
+        ``cpu_limit`` (charged), when it has mostly slept for ``limit`` wall seconds (charged), or at the
+        ``backstop``: charged if it slept, the machine's fault (MachineBusy) if it was ready to run and waited
+        for a CPU."""
+        look = began + FIRST_LOOK
+        if worker.replied(min(look, backstop) - self.clock()):
+            return  # the common case: no reading, nothing kept
+        call, last = clocks.Samples(), None
+        try:
+            while not worker.replied(min(look, backstop) - self.clock()):
+                now, reading = self.clock(), worker.usage()
+                if last is None:  # no run-queue figure at the call's start: the moment's state stands for it
+                    call.add(now - began, reading.cpu - mark, 0.0, reading.runnable)
+                else:
+                    call.add(now - last[0], reading.cpu - last[1].cpu, reading.waited - last[1].waited,
+                             reading.runnable)
+                last = (now, reading)
+                if not reading.alive:
+                    return  # it ended: the read that follows says how
+                if reading.cpu - mark >= cpu_limit:
+                    self._discard(f"{label} ran past its CPU time limit; the worker was restarted", worker)
+                    if cpu_limit < limit:
+                        raise SubmissionTimeout(self.budget)
+                    raise CallTimeout(label, limit)
+                if now >= backstop or (now - began >= limit and call.mostly_asleep):
+                    self._discard(f"{label} waited past its time limit; the worker was restarted", worker)
+                    if call.mostly_starved:
+                        raise self._machine_busy(f"{label} waited {now - began:.0f} s for a CPU and used "
+                                                 f"{reading.cpu - mark:.1f} s of it")
+                    if backstop >= self.deadline and now >= backstop:
+                        raise SubmissionTimeout(self.budget, asleep=True)
+                    raise CallTimeout(label, limit, asleep=True)
+                look = now + LOOK_EVERY
+        finally:
+            self.samples.merge(call)
+
+    def request(self, name, label, message):
+        """Run ``message`` for the contract name ``name``; ``label`` names the call in feedback."""
+        if name in self.hung:
+            seconds, asleep = self.hung[name]
+            raise CallTimeout(label, seconds, earlier=True, asleep=asleep)
+        if self.crashes.get(name, 0) >= 2:
+            raise WorkerCrash(label, "it crashed the worker twice before; not tried again")
+        static = self.forbidden.get(name)
+        if static:
+            raise ForbiddenCall(label, static)
+        self._ensure_module(self.contract.names[name], label)
+        worker = self._worker(label)
+        try:
+            return self._exchange(worker, message, label)
+        except CallTimeout as timeout:
+            self.hung[name] = (self.limits.call_seconds, timeout.asleep)
+            raise
+        except WorkerCrash:
+            self.crashes[name] = self.crashes.get(name, 0) + 1
+            raise
+
+    def draw(self, label: str) -> random.Random:
+        """A generator for a check's arguments, seeded by this submission's files and ``label`` under the judge's
+        secret (:func:`seal.secret_seed`): the same submission always gets the same draw, and no submission can
+        know its draw in advance (so no cache prepared ahead can answer it)."""
+        digest = hashlib.sha256()
+        for module in sorted(self.digests):
+            digest.update(module.encode() + b"\0" + self.digests[module])
+        return random.Random(seal.secret_seed(digest.digest() + b"\0" + label.encode()))
+
+    def cpu_of_call(self, name, *args, **kwargs):
+        """``(value, cpu seconds)``: ``name(*args, **kwargs)`` called as usual, and the CPU time the worker's whole
+        process tree used meanwhile (threads, children, reaped or not), read by the judge before and after, to the
+        nanosecond (:func:`clocks.precise_cpu`; never the worker's word). Work done aside during the call is
+        counted; work done before it cannot help a check whose arguments come from :meth:`draw`."""
+        self._ensure_module(self.contract.names[name], name)  # the import is not the call's work
+        worker = self._worker(name)
+        before = worker.precise_cpu()
+        value = self.call(name, *args, **kwargs)
+        worker = self._worker(name)
+        return value, max(worker.precise_cpu() - before, 0.0)
+
+    def call(self, name, *args, device=None, **kwargs):
+        value = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
+                                          "device": device})
+        return _no_handle(name, value)
+
+    def call_reporting_changes(self, name: str, *args, device=None, **kwargs) -> tuple[object, tuple[str, ...]]:
+        """``(value, changed)``: ``name(*args, **kwargs)`` called as :meth:`call` does, and the names of the
+        arguments the call changed in place (``arg0``, ``arg1``... by position, keywords by name; empty when it
+        left every input as it was). The worker copies the arguments only for such a call."""
+        reply = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
+                                          "device": device, "report_changes": True})
+        value, changed = changes_result(reply, name, argument_names(args, kwargs))
+        return _no_handle(name, value), changed
+
+    def new(self, name, *args, device=None, **kwargs):
+        value = self.request(name, name, {"op": "new", "name": name, "args": list(args), "kwargs": kwargs,
+                                          "device": device})
+        if not isinstance(value, protocol.Handle):
+            raise BadValue(name, "no object")
+        return RemoteObject(self, value, name, self.generation)
+
+    def on_fake_device(self, name, *args, **kwargs):
+        """``name(*args)`` run on a fake device (meta tensors in, see :func:`fake_result`)."""
+        return fake_result(self.request(name, name, {"op": "call", "name": name, "args": list(args),
+                                                     "kwargs": kwargs, "fake": True}))
+
+    def __getattr__(self, name):
+        contract = self.__dict__.get("contract")  # looked up without __getattr__: never a recursion
+        if contract is None or name not in contract.names:
+            raise AttributeError(name)
+        if name in contract.classes:
+            return lambda *args, **kwargs: self.new(name, *args, **kwargs)
+        return lambda *args, **kwargs: self.call(name, *args, **kwargs)

@@ -1,0 +1,105 @@
+"""Build submissions from the reference by small text edits: the bug catalogue and the sample class.
+
+A catalogue entry names a student file and edits to apply to the reference's
+version of it (``old`` must occur exactly once, so an entry that no longer
+matches the reference fails loudly instead of silently testing nothing), or
+text to put in front of it. Entries also say which hidden tests must catch them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .assignment import Assignment
+from ..errors import KitError
+
+
+@dataclass(frozen=True)
+class Edit:
+    file: str
+    old: str = ""
+    new: str = ""
+    prepend: str = ""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One catalogued submission: a bug, a correct variant, or a hostile one."""
+
+    id: str
+    title: str
+    edits: tuple
+    catches: tuple = ()  # hidden tests (function names) that must fail on it
+    concept: str = ""  # words the feedback of a caught bug (and its public test's message) must contain
+    demo: bool = False
+    may_lose: tuple = field(default=())  # for correct variants: tests they may fail (e.g. the speed check)
+    topics: tuple = ()  # for bugs: the concepts it breaks (the hidden tests' topic keys)
+    not_public: str = ""  # for bugs no public test can see: why (the public tests must catch every other one)
+    base: str = "reference"  # what the edits apply to: "reference" or "stubs" (hostile submissions)
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The student files its edits touch (``<module>.py``)."""
+        return tuple(dict.fromkeys(edit.file for edit in self.edits))
+
+
+def load_catalogue(path: str | Path, kind: str) -> list[Mutant]:
+    """The entries ``[[kind]]`` of a TOML catalogue file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise KitError(f"cannot read catalogue {path}: {error}") from None
+    mutants = []
+    for entry in data.get(kind, []):
+        edits = tuple(Edit(file=edit.get("file", entry.get("file", "")), old=edit.get("old", ""),
+                           new=edit.get("new", ""), prepend=edit.get("prepend", ""))
+                      for edit in entry.get("edit", []))
+        mutants.append(Mutant(id=entry["id"], title=entry.get("title", entry["id"]), edits=edits,
+                              catches=tuple(entry.get("catches", ())), concept=entry.get("concept", ""),
+                              demo=bool(entry.get("demo", False)), may_lose=tuple(entry.get("may_lose", ())),
+                              topics=tuple(entry.get("topics", ())), not_public=str(entry.get("not_public", "")),
+                              base=str(entry.get("base", "reference"))))
+    ids = [mutant.id for mutant in mutants]
+    if len(set(ids)) != len(ids):
+        raise KitError(f"{path}: duplicate ids in [[{kind}]]")
+    return mutants
+
+
+def build(mutant: Mutant, destination: str | Path, assignment: Assignment, source: str | Path | None = None
+          ) -> Path:
+    """Write the assignment's reference (or, for ``base = "stubs"``, its released stubs) module files with
+    ``mutant``'s edits applied into ``destination``."""
+    bases = {"reference": assignment.solutions, "stubs": assignment.release}
+    if mutant.base not in bases:
+        raise KitError(f"{mutant.id}: base must be one of {', '.join(bases)}, not {mutant.base!r}")
+    source = Path(source or bases[mutant.base])
+    destination = Path(destination)
+    destination.mkdir(parents=True, exist_ok=True)
+    texts = {module: (source / f"{module}.py").read_text(encoding="utf-8") for module in assignment.contract.modules}
+    for edit in mutant.edits:
+        module = edit.file.removesuffix(".py")
+        if module not in texts:
+            raise KitError(f"{mutant.id}: unknown file {edit.file!r}")
+        if edit.old:
+            count = texts[module].count(edit.old)
+            if count != 1:
+                raise KitError(f"{mutant.id}: edit text found {count} times in {edit.file} (must be exactly once)")
+            texts[module] = texts[module].replace(edit.old, edit.new)
+        if edit.prepend:
+            texts[module] = edit.prepend + texts[module]
+    for module, text in texts.items():
+        (destination / f"{module}.py").write_text(text, encoding="utf-8")
+    return destination
+
+
+def copy_package(source: str | Path, destination: str | Path, modules: tuple[str, ...]) -> Path:
+    """Copy the student files (``modules``, stems) of a package folder into ``destination``."""
+    destination = Path(destination)
+    destination.mkdir(parents=True, exist_ok=True)
+    for module in modules:
+        shutil.copyfile(Path(source) / f"{module}.py", destination / f"{module}.py")
+    return destination

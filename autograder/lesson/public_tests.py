@@ -1,0 +1,118 @@
+"""Run an assignment's released public tests (plain pytest, in a child process) against any copy of its package.
+
+The kit uses this to show that the public tests pass on the reference
+solutions and fail cleanly on the stubs; students get the same tests and run
+them with ``pytest``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .assignment import Assignment
+
+
+
+@dataclass(frozen=True)
+class PublicRun:
+    """Outcome of one public-test run: ``outcomes`` maps test id to passed/failed/error/skipped, ``messages`` each
+    failed test's message (what a student reads first)."""
+
+    outcomes: dict
+    exit_code: int
+    messages: dict = field(default_factory=dict)
+
+    def count(self, outcome):
+        return sum(1 for value in self.outcomes.values() if value == outcome)
+
+
+def _outcome(case):
+    for tag, outcome in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+        if case.find(tag) is not None:
+            return outcome
+    return "passed"
+
+
+def _read_report(report):
+    """``(outcomes, messages)`` from a junit XML report."""
+    outcomes, messages = {}, {}
+    if Path(report).exists():
+        for case in ET.parse(report).iter("testcase"):
+            test_id = f"{case.get('classname')}::{case.get('name')}"
+            outcomes[test_id] = _outcome(case)
+            for tag in ("failure", "error"):
+                if case.find(tag) is not None:
+                    messages[test_id] = case.find(tag).get("message") or ""
+    return outcomes, messages
+
+
+def run_public_tests(package_parent: str | Path, assignment: Assignment, tests_dir: str | Path | None = None,
+                     timeout: float = 300) -> PublicRun:
+    """Run ``assignment``'s public tests with ``import <package>`` resolving inside ``package_parent`` (the
+    tests' conftest reads the folder from ``assignment.package_variable``)."""
+    tests_dir = Path(tests_dir or assignment.release / "tests")
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.xml"
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        env[assignment.package_variable] = str(Path(package_parent).resolve())
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
+        completed = subprocess.run(
+            command + ["--rootdir", str(tests_dir), str(tests_dir)],
+            env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        )
+        outcomes, messages = _read_report(report)
+    return PublicRun(outcomes=outcomes, exit_code=completed.returncode, messages=messages)
+
+
+def run_public_tests_many(package_parents: list[str | Path], assignment: Assignment,
+                          tests_dir: str | Path | None = None, timeout: float = 600) -> dict[str, PublicRun]:
+    """``{folder: PublicRun}``: ``assignment``'s public tests against each folder holding its package, all in one
+    child process (a pytest session each, torch imported once: a fraction of a second per folder)."""
+    tests_dir = Path(tests_dir or assignment.release / "tests").resolve()
+    folders = [str(Path(folder).resolve()) for folder in package_parents]
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "spec.json"
+        spec.write_text(json.dumps({"tests": str(tests_dir), "folders": folders, "out": tmp,
+                                    "package": assignment.id, "variable": assignment.package_variable}))
+        subprocess.run([sys.executable, "-m", "autograder.lesson.public_tests", str(spec)], capture_output=True, text=True,
+                       timeout=timeout, stdin=subprocess.DEVNULL, check=True,
+                       env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+        runs = {}
+        for index, folder in enumerate(folders):
+            outcomes, messages = _read_report(Path(tmp) / f"{index}.xml")
+            code = json.loads((Path(tmp) / f"{index}.code").read_text())
+            runs[folder] = PublicRun(outcomes=outcomes, exit_code=code, messages=messages)
+    return runs
+
+
+def _run_in_turn(spec_path):
+    """The child of :func:`run_public_tests_many`: one pytest session per folder, forgetting the previous
+    folder's package, test modules and conftest (which puts the folder on ``sys.path``) in between."""
+    import pytest
+
+    spec = json.loads(Path(spec_path).read_text())
+    tests_dir, base_path = spec["tests"], list(sys.path)
+    for index, folder in enumerate(spec["folders"]):
+        for name in [name for name in sys.modules if name.split(".")[0] in (spec["package"], "conftest")
+                     or name.startswith("test_")]:
+            del sys.modules[name]
+        sys.path[:] = base_path
+        os.environ[spec["variable"]] = folder
+        report = Path(spec["out"]) / f"{index}.xml"
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = pytest.main(["-q", "-p", "no:cacheprovider", f"--junitxml={report}", "--rootdir", tests_dir,
+                                tests_dir])
+        (Path(spec["out"]) / f"{index}.code").write_text(json.dumps(int(code)))
+
+
+if __name__ == "__main__":
+    _run_in_turn(sys.argv[1])

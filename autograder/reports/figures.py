@@ -1,0 +1,143 @@
+"""Pictures (PNG files) drawn with matplotlib's file-only backend: the class report's charts, and the heatmaps a
+lesson's hooks draw with them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import matplotlib.patches as mpatches
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from ..lesson.assignment import Assignment
+
+
+def _figure(**options) -> Figure:
+    """A figure of its own, drawn to files only: no pyplot (its start-up and its global list of open figures),
+    so a figure is freed once it is saved."""
+    return Figure(**options)
+
+
+def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel: str, value: str = "value"
+            ) -> Path:
+    """Save a 2-D table with values in [-1, 1] as a red/blue heatmap with a colour bar named ``value``; return the
+    path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = _figure(figsize=(8, 4.5), dpi=110)
+    ax = fig.subplots()
+    image = ax.imshow(table, cmap="RdBu", aspect="auto", vmin=-1, vmax=1, interpolation="nearest")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.04, label=value)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def score_histogram(scores: list[float], max_score: float, path: str | Path) -> Path:
+    """Histogram of the class's total scores; return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = _figure(figsize=(7, 3.5), dpi=110)
+    ax = fig.subplots()
+    bins = min(20, max(5, len(scores)))
+    ax.hist(scores, bins=bins, range=(0, max_score or 1), color="#3b6ea8", edgecolor="white")
+    ax.set_xlabel(f"score (of {max_score:g})")
+    ax.set_ylabel("students")
+    ax.set_title("Score distribution")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path, note: str = "") -> Path:
+    """Horizontal bars, hardest first: the fraction of students passing each test, ``rates = [(name, group,
+    fraction)]``; each bar coloured by its part, with a legend, every name in full (wrapped) and its percentage;
+    ``note`` under the title (what the chart leaves out, such as written answers still pending)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ordered = sorted(rates, key=lambda item: (item[2], item[0]))  # by difficulty, ties by name
+    labels = ["\n".join(textwrap.wrap(name, 70)) or name for name, _, _ in ordered]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    fig = _figure(figsize=(11, max(3.0, 0.2 * lines + 0.12 * len(ordered) + 1.5)), dpi=110)
+    ax = fig.subplots()
+    groups = list(dict.fromkeys(group for _, group, _ in rates))
+    colors = colormaps["tab10"]
+    bars = ax.barh(range(len(ordered)), [rate for _, _, rate in ordered],
+                   color=[colors(groups.index(group) % 10) for _, group, _ in ordered])
+    for bar, (_, _, rate) in zip(bars, ordered):
+        ax.text(min(rate, 1.0) + 0.01, bar.get_y() + bar.get_height() / 2, f"{rate:.0%}", va="center", fontsize=7)
+    ax.set_yticks(range(len(ordered)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.1)
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+    ax.set_xlabel("students passing")
+    ax.set_title("Pass rate per test, hardest first" + (f"\n({note})" if note else ""))
+    ax.legend(handles=[mpatches.Patch(color=colors(index % 10), label=group.replace("_", " "))
+                       for index, group in enumerate(groups)], title="part", loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.savefig(path, bbox_inches="tight")  # the full names decide the width, nothing is cut
+    return path
+
+
+def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, title: str = "Attention of each head"
+                   ) -> Path:
+    """One heatmap per head of a ``(heads, seq, seq)`` weight tensor, rows = queries, columns = keys, each axis
+    named and numbered by position (with its token), one colour bar for every head (all share the scale 0 to 1)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    heads = weights.shape[0]
+    labels = [f"{index}: {token}" for index, token in enumerate(tokens)]
+    fig = _figure(figsize=(3.2 * heads + 1.2, 3.9), dpi=110, layout="constrained")
+    axes = fig.subplots(1, heads, squeeze=False)
+    for head, ax in enumerate(axes[0]):
+        image = ax.imshow(weights[head], cmap="viridis", vmin=0, vmax=1)
+        ax.set_title(f"head {head}")
+        ax.set_xticks(range(len(tokens)), labels, rotation=60, fontsize=7)
+        ax.set_yticks(range(len(tokens)), labels if head == 0 else [""] * len(tokens), fontsize=7)
+        ax.set_xlabel("key position")
+        if head == 0:
+            ax.set_ylabel("query position")
+    fig.colorbar(image, ax=axes[0].tolist(), fraction=0.03, label="attention weight (each row sums to 1)")
+    fig.suptitle(title)
+    fig.savefig(path)
+    return path
+
+
+def similarity_heatmap(table: np.ndarray, students: list[str], path: str | Path) -> Path:
+    """Every pair's similarity (``table``: students x students, 0 to 1) as a heatmap with a colour bar; each
+    student named on both axes while the names stay legible (60 or fewer), numbered by sorted order beyond."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = len(students)
+    side = min(14.0, max(4.5, 0.22 * count + 2.5))
+    fig = _figure(figsize=(side + 1.2, side), dpi=110, layout="constrained")
+    ax = fig.subplots()
+    shown = np.array(table, dtype=float)
+    np.fill_diagonal(shown, np.nan)  # a student with themselves is not compared: grey, not "0"
+    colours = colormaps["magma_r"].with_extremes(bad="lightgrey")
+    image = ax.imshow(shown, cmap=colours, vmin=0, vmax=1, interpolation="nearest")
+    if count <= 60:
+        names = [student[:30].replace("$", r"\$") for student in students]  # an id is text, never math
+        ax.set_xticks(range(count), names, rotation=90, fontsize=7)
+        ax.set_yticks(range(count), names, fontsize=7)
+    ax.set_xlabel("student" if count <= 60 else "student (sorted by id)")
+    ax.set_ylabel("student" if count <= 60 else "student (sorted by id)")
+    ax.set_title("Similarity of every pair")
+    fig.colorbar(image, ax=ax, fraction=0.04, label="share of own code found in the other (the larger way)")
+    fig.savefig(path)
+    return path
+
+
+def lesson_figures(assignment: Assignment, folder: str | Path) -> list[Path]:
+    """The lesson's own figures (its hooks' ``figures``, drawn with the reference); [] when it has none."""
+    from ..lesson.reference import load_reference
+
+    hooks = assignment.load_hooks()
+    if hooks is None or not hasattr(hooks, "figures"):
+        return []
+    return hooks.figures(load_reference(assignment), Path(folder))
