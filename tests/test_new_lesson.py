@@ -135,3 +135,21 @@ def test_a_hidden_test_that_cannot_be_collected_is_one_line(lesson, tmp_path, ca
         assert not (tmp_path / "r.md").exists()
     finally:
         broken.unlink()
+
+
+def test_a_misspelt_key_is_refused_by_name_never_ignored(tmp_path):
+    """A key no code reads would do nothing (``forbiden = [...]`` forbids nothing, ``catch = [...]`` checks
+    nothing): the descriptor and the catalogue refuse it in one line that names it."""
+    folder = tmp_path / "lesson"
+    scaffold("spelt", folder)
+    descriptor = folder / "assignment.toml"
+    descriptor.write_text(descriptor.read_text().replace("forbidden = []", "forbiden = []"))
+    with pytest.raises(KitError, match=r"unknown key forbiden \(docs/authoring.md"):
+        assignments.load(folder)
+    descriptor.write_text(descriptor.read_text().replace("forbiden = []", "forbidden = []") + "\n[classroom]\nseconds = 3\n")
+    with pytest.raises(KitError, match="unknown key classroom.seconds"):
+        assignments.load(folder)
+    bugs = folder / "catalogue" / "bugs.toml"
+    bugs.write_text(bugs.read_text().replace("catches =", "catch =").replace('new = "', 'neww = "'))
+    with pytest.raises(KitError, match="unknown key catch, edit.neww"):
+        load_catalogue(bugs, "bug")

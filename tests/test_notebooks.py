@@ -590,7 +590,7 @@ def test_the_judges_checksum_is_nbgraders():
     import nbformat
     from nbgrader.utils import compute_checksum
 
-    from autograder.notebook.stage import checksum
+    from autograder.notebook.cells import checksum
 
     cells = [cell for cell in nbformat.read(str(RELEASED), as_version=4).cells if cell.metadata["nbgrader"].get("grade")]
     assert len(cells) == 7

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from autograder import paths
+from autograder.errors import KitError
 from autograder.lesson import pins
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
@@ -40,7 +41,7 @@ def test_dependencies_are_pinned_and_this_environment_has_the_pinned_torch():
     assert all("==" in requirement for requirement in requirements), requirements
     assert pins.pin("torch") in requirements and pins.pin("torch") == f"torch=={pins.version('torch')}"
     assert torch.__version__.split("+")[0] == pins.version("torch"), "the tests run on the pinned torch"
-    with pytest.raises(LookupError, match="no-such-package"):
+    with pytest.raises(KitError, match="no-such-package"):
         pins.pin("no-such-package")
 
 

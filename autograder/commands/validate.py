@@ -95,7 +95,8 @@ def assess(results, bugs, variants, topics, require_cuda=False):
         failures = ()
         if student == "reference":
             ok = result.score == result.max_score > 0
-            problem = "" if result.score == result.max_score else "not full marks"
+            problem = ("" if result.score == result.max_score > 0 else "not full marks" if result.max_score else
+                       "no hidden test was collected (hidden_tests/pytest.ini's python_files, docs/authoring.md)")
             kind = "reference"
         elif student == "stubs":
             ok, problem, kind = result.score == 0, "" if result.score == 0 else "stubs score points", "stubs"

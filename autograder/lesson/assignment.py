@@ -48,6 +48,8 @@ from ..worker.contract import Contract
 DESCRIPTOR = "assignment.toml"
 LESSONS_DIR = Path(__file__).resolve().parents[1] / "lessons"
 REQUIRED = ("id", "title", "solutions", "release", "hidden_tests", "catalogue", "files")
+OPTIONAL = ("notebook", "warm_up", "hooks", "promises", "packages", "forbidden", "classes", "classroom")
+CLASSROOM = ("prefixes", "public_test_seconds")  # the keys of the optional [classroom] table
 DEFAULT_PACKAGES = ("torch",)  # what a descriptor without ``packages`` allows: the engine's own library
 
 
@@ -136,6 +138,7 @@ def load(path: str | Path) -> Assignment:
     missing = [key for key in REQUIRED if key not in data]
     if missing:
         raise KitError(f"assignment descriptor {path} lacks {', '.join(missing)}")
+    _known(path, "", data, REQUIRED + OPTIONAL)
     here = path.parent
 
     def place(key):
@@ -145,6 +148,7 @@ def load(path: str | Path) -> Assignment:
     classroom = data.get("classroom", {})
     if not isinstance(classroom, dict):
         raise KitError(f"assignment descriptor {path}: [classroom] must be a table")
+    _known(path, "classroom.", classroom, CLASSROOM)
     packages = data.get("packages", list(DEFAULT_PACKAGES))
     if (not isinstance(packages, list) or not all(isinstance(name, str) and name.isidentifier() for name in packages)
             or "torch" not in packages):
@@ -167,6 +171,14 @@ def load(path: str | Path) -> Assignment:
                       warm_up=place("warm_up"), hooks=place("hooks"), promises=place("promises"),
                       step_prefixes=dict(classroom.get("prefixes", {})),
                       public_test_seconds=_seconds(path, classroom.get("public_test_seconds")))
+
+
+def _known(path: Path, prefix: str, table: dict, keys: tuple[str, ...]) -> None:
+    """A misspelt key would silently do nothing (``forbiden``): refused by name, in one line."""
+    unknown = sorted(set(table) - set(keys))
+    if unknown:
+        raise KitError(f"assignment descriptor {path}: unknown key {', '.join(prefix + key for key in unknown)} "
+                       f"(docs/authoring.md lists every key)")
 
 
 def _seconds(path: Path, value) -> float | None:

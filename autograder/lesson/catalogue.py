@@ -46,8 +46,13 @@ class Mutant:
         return tuple(dict.fromkeys(edit.file for edit in self.edits))
 
 
+ENTRY_KEYS = ("id", "title", "edit", "file", "catches", "concept", "demo", "may_lose", "topics", "not_public", "base")
+EDIT_KEYS = ("file", "old", "new", "prepend")
+
+
 def load_catalogue(path: str | Path, kind: str) -> list[Mutant]:
-    """The entries ``[[kind]]`` of a TOML catalogue file."""
+    """The entries ``[[kind]]`` of a TOML catalogue file; a key it does not know is a one-line KitError (a
+    misspelt ``catch`` would otherwise check nothing)."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -55,6 +60,11 @@ def load_catalogue(path: str | Path, kind: str) -> list[Mutant]:
         raise KitError(f"cannot read catalogue {path}: {error}") from None
     mutants = []
     for entry in data.get(kind, []):
+        unknown = sorted(set(entry) - set(ENTRY_KEYS)) + sorted(
+            f"edit.{key}" for edit in entry.get("edit", []) for key in set(edit) - set(EDIT_KEYS))
+        if unknown:
+            raise KitError(f"{path}: [[{kind}]] {entry.get('id', '?')!r} has unknown key {', '.join(unknown)} "
+                           "(docs/authoring.md lists every key)")
         edits = tuple(Edit(file=edit.get("file", entry.get("file", "")), old=edit.get("old", ""),
                            new=edit.get("new", ""), prepend=edit.get("prepend", ""))
                       for edit in entry.get("edit", []))

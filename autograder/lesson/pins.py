@@ -9,6 +9,7 @@ import tomllib
 from functools import cache
 
 from .. import paths
+from ..errors import KitError
 
 PYPROJECT = paths.REPO_ROOT / "pyproject.toml"
 
@@ -25,7 +26,7 @@ def pin(name: str) -> str:
     """The requirement pyproject.toml gives ``name`` (``"torch==2.13.0"``); it must pin an exact version."""
     requirement = _requirements().get(name.lower())
     if requirement is None or "==" not in requirement:
-        raise LookupError(f"pyproject.toml pins no exact version of {name}")
+        raise KitError(f"pyproject.toml pins no exact version of {name} (a lesson's packages are pinned there)")
     return requirement
 
 
