@@ -243,13 +243,13 @@ def student_methods_used() -> frozenset[str]:
 
 @functools.cache
 def submission_failures() -> frozenset[str]:
-    """Every kind of SubmissionFailure the remote module defines (subclasses of subclasses included)."""
-    from autograder.judge import remote
+    """Every kind of SubmissionFailure the failures module defines (subclasses of subclasses included)."""
+    from autograder.judge import failures
 
-    found, stack = set(), [remote.SubmissionFailure]
+    found, stack = set(), [failures.SubmissionFailure]
     while stack:
         for kind in stack.pop().__subclasses__():
-            if kind.__module__ == remote.__name__ and kind.__name__ not in found:
+            if kind.__module__ == failures.__name__ and kind.__name__ not in found:
                 found.add(kind.__name__)
                 stack.append(kind)
     return frozenset(found)

@@ -19,7 +19,8 @@ from autograder.judge.grade import Judge
 from autograder.lesson.catalogue import copy_package, load_catalogue
 from autograder.commands.planning import Task
 from autograder.lesson.reference import load_reference
-from autograder.judge.remote import CallTimeout, MachineBusy, RemoteSubmission, SubmissionFailure
+from autograder.judge.remote import RemoteSubmission
+from autograder.judge.failures import CallTimeout, MachineBusy, SubmissionFailure
 from autograder.records.results import GraderFailure
 from autograder.sandbox.isolation import Limits, choose_sandbox
 from autograder.intake.submission import read_files
@@ -350,7 +351,7 @@ def test_the_vectorized_check_measures_work_under_load(tmp_path, factory, one_th
 
 
 def test_the_whole_submissions_backstop_charges_a_sleeper_and_spares_a_starved_one():
-    from autograder.judge.remote import SubmissionTimeout
+    from autograder.judge.failures import SubmissionTimeout
 
     remote, clock, _ = _remote(cpu_rate=0.0, wait_rate=0.0, runnable=False)
     remote.deadline = 0.0

@@ -629,7 +629,8 @@ os.close(2)
 def test_what_a_worker_started_is_gone_when_its_close_returns(mode, tmp_path, scratch):
     """Nothing a closed worker started remains when the next worker may run student code (its ``ready``: a forked
     worker's kill is confirmed there, other workers' when they close)."""
-    from autograder.judge.remote import RemoteSubmission, StudentError
+    from autograder.judge.remote import RemoteSubmission
+    from autograder.judge.failures import StudentError
     from autograder.intake.submission import read_files
     from autograder.sandbox.launch import WorkerFactory
 
@@ -715,7 +716,8 @@ def test_a_worker_that_stops_reading_cannot_hold_a_large_request(tmp_path, scrat
     """A request larger than the worker's (shrunk) pipe, to a worker that reads no more, ends as a timeout."""
     import threading
 
-    from autograder.judge.remote import CallTimeout, RemoteSubmission
+    from autograder.judge.remote import RemoteSubmission
+    from autograder.judge.failures import CallTimeout
     from autograder.intake.submission import read_files
     from autograder.sandbox.launch import WorkerFactory
 

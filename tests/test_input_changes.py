@@ -9,7 +9,8 @@ import torch
 
 from autograder.sandbox import clocks
 from autograder.lesson.catalogue import Edit, Mutant, build
-from autograder.judge.remote import BadValue, RemoteSubmission
+from autograder.judge.remote import RemoteSubmission
+from autograder.judge.failures import BadValue
 from autograder.sandbox.isolation import Limits, choose_sandbox
 from autograder.worker import protocol
 from autograder.worker.session import run_call

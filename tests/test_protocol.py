@@ -141,7 +141,7 @@ def test_a_reply_is_bounded_before_it_is_read_and_decoded_within_bounds():
 def test_a_place_outside_the_contracts_files_is_never_kept():
     """A worker's error record may name only a student file of the contract, at a line that exists: anything else
     (another file, a hidden test's path, an invented line) is dropped before any student sees it."""
-    from autograder.judge.remote import clean_record
+    from autograder.judge.failures import clean_record
 
     record = {"type": "ValueError", "mro": ["ValueError"], "message": "m", "where": "heads.py:3"}
     assert clean_record(record, {"heads": 10}, ("heads",))["where"] == "heads.py:3"
@@ -154,7 +154,7 @@ def test_a_place_outside_the_contracts_files_is_never_kept():
 def test_a_gradient_requests_phase_is_kept_only_as_one_of_two_words():
     """A gradient request's ``phase`` is ``forward`` or ``backward``: anything else a worker sends (a long string, a
     phase of its own, a list) is dropped, never shown."""
-    from autograder.judge.remote import clean_record
+    from autograder.judge.failures import clean_record
 
     record = {"type": "ValueError", "mro": ["ValueError"], "message": "m", "where": None}
     assert clean_record(dict(record, phase="forward"), None, ("heads",))["phase"] == "forward"
@@ -166,7 +166,7 @@ def test_a_gradient_requests_phase_is_kept_only_as_one_of_two_words():
 def test_the_fake_devices_flags_are_booleans_and_speak_only_for_a_fake_call():
     """``on_cpu_too`` and ``mixed_devices`` are kept only when they are ``True`` itself (a truthy string or list is
     dropped), and they change a summary only for a call the judge itself sent to the fake device."""
-    from autograder.judge.remote import StudentError, clean_record
+    from autograder.judge.failures import StudentError, clean_record
 
     record = {"type": "ValueError", "mro": ["ValueError"], "message": "m", "where": None}
     for forged in ("yes", 1, [True], {"x": 1}):

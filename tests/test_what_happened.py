@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from autograder.lesson.catalogue import Edit, Mutant, build, load_catalogue
-from autograder.judge.remote import BadValue, StudentError
+from autograder.judge.failures import BadValue, StudentError
 from autograder.intake.submission import read_files
 from lesson import CATALOGUE, CONTRACT, LESSON
 from workers import remote_over, worker_factory

@@ -299,9 +299,9 @@ def stage(files: dict[str, bytes], destination: str | os.PathLike, modules: tupl
 # (bench, demo, release, Classroom, Gradescope) do not, so editing them keeps saved results (``--resume``).
 GRADING_CODE = ("lesson/assignment.py", "lesson/reference.py", "intake/submission.py", "intake/forbidden.py",
                 "intake/imports.py", "intake/source_tree.py", "sandbox/isolation.py", "records/results.py",
-                "judge/remote.py", "judge/rubric.py", "judge/hidden_suite.py", "judge/grade.py", "notebook/checks.py",
-                "notebook/names.py", "notebook/cells.py", "notebook/verdicts.py", "notebook/executed.py", "notebook/stage.py",
-                "worker")
+                "judge/remote.py", "judge/failures.py", "judge/rubric.py", "judge/hidden_suite.py", "judge/grade.py",
+                "notebook/checks.py", "notebook/names.py", "notebook/cells.py", "notebook/verdicts.py",
+                "notebook/executed.py", "notebook/stage.py", "worker")
 
 
 def grading_code() -> list[Path]:

@@ -23,7 +23,8 @@ from ..intake.forbidden import scan_submission
 from ..intake import imports, source_tree
 from .hidden_suite import HiddenSuite, Outcome
 from ..lesson.reference import load_reference
-from .remote import RemoteSubmission, SubmissionFailure, bounded
+from .remote import RemoteSubmission
+from .failures import SubmissionFailure, bounded
 from ..sandbox.launch import WorkerFactory
 from ..records.results import Cause, GraderFailure, SubmissionResult, TestResult
 from .rubric import NotChecked, RubricEntry, WrongShape

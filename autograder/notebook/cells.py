@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from ..judge.remote import SubmissionFailure, WorkerCrash
+from ..judge.failures import SubmissionFailure, WorkerCrash
 from ..records.results import TestResult
 from .checks import nbgrader_meta, source_text
 from .executed import error_output, executed_notebook

@@ -24,7 +24,7 @@ escaped).
 import time
 from dataclasses import replace
 
-from ..judge.remote import bounded
+from ..judge.failures import bounded
 from ..records.results import GraderFailure, NotebookSummary
 from .cells import empty_outcome, grade_notebook
 from .checks import load_checks

@@ -4,7 +4,7 @@ fetched as data; its verdict and the reason the student reads (never the hidden 
 import builtins
 import copy
 
-from ..judge.remote import SubmissionFailure, bounded, public_type
+from ..judge.failures import SubmissionFailure, bounded, public_type
 from ..worker import protocol
 from .names import TRUSTED_MODULES, NotData, NotebookFunction, is_plain, trusted_module
 

@@ -5,7 +5,7 @@ import contextlib
 import pytest
 import torch
 
-from autograder.judge.remote import StudentError
+from autograder.judge.failures import StudentError
 from autograder.judge.rubric import NotChecked, graded
 from .support import MODULE_PARTS, close, first, needs, pair, randn, tensor
 from autograder.worker.protocol import device_of

@@ -9,7 +9,7 @@ import zlib
 
 import torch
 
-from autograder.judge.remote import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
+from autograder.judge.failures import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
 from autograder.judge.rubric import NotChecked, WrongShape
 from autograder.worker.protocol import Handle, Unsupported, device_of
 
