@@ -396,7 +396,7 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
 def test_resume_fingerprints_only_what_decides_a_grade(tmp_path):
     """Editing the bench, the demo or a report keeps every saved result; the judge, the worker, the hidden tests,
     the reference and the notebook do not."""
-    from autograder.intake.submission import grader_fingerprint, grading_code
+    from autograder.intake.fingerprints import grader_fingerprint, grading_code
 
     engine = paths.REPO_ROOT / "autograder"
     hashed = {path.relative_to(engine).as_posix() for path in grading_code()}

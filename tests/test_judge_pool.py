@@ -122,12 +122,12 @@ def test_forked_judges_share_one_warm_zygote_and_a_dead_ones_students_are_graded
     socket of its own); a forked judge that dies holding students has them graded by a fresh judge, with full
     marks, and the record counts the extra try."""
     from autograder.commands import judge_loop
-    from autograder.sandbox import launch
+    from autograder.sandbox import zygote_client
     from autograder.commands.grading import grade_class
 
     started, spawned = tmp_path / "zygotes", tmp_path / "spawns"
-    _recorded(monkeypatch, started, launch.Zygote, "__init__")
-    _recorded(monkeypatch, spawned, launch.SharedZygote, "spawn")
+    _recorded(monkeypatch, started, zygote_client.Zygote, "__init__")
+    _recorded(monkeypatch, spawned, zygote_client.SharedZygote, "spawn")
     from autograder.sandbox.isolation import choose_sandbox
 
     chosen = choose_sandbox("auto", unisolated_ok=True)

@@ -331,7 +331,7 @@ def test_what_a_confined_worker_left_in_shared_folders_is_removed_with_it(tmp_pa
     import os
     import tempfile
 
-    from autograder.sandbox.launch import _remove_owned
+    from autograder.sandbox.worker_process import _remove_owned
 
     if os.geteuid() != 0:
         pytest.skip("files of another user need root to make")
@@ -358,7 +358,8 @@ def test_every_ready_takes_an_absolute_deadline():
     import socket
     import time
 
-    from autograder.sandbox.launch import ForkedWorker, WorkerProcess, Zygote
+    from autograder.sandbox.worker_process import WorkerProcess
+    from autograder.sandbox.zygote_client import ForkedWorker, Zygote
     from autograder.worker.protocol import ChannelClosed
 
     assert all(list(inspect.signature(kind.ready).parameters) == ["self", "deadline"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import results as records
-from ..intake import naming
+from ..intake import fingerprints, naming
 from ..intake import submission as submissions
 from ..lesson.assignment import Assignment
 from ..errors import KitError
@@ -98,7 +98,7 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
     fingerprint, of the submission and what decides its grade, is unchanged since they were written, whose
     grading finished, and whose record is a grade of record (sealed by this grader, graded in isolation; anything else is regraded, and
     ``emit`` says whose)."""
-    grader = submissions.grader_fingerprint(assignment.grading_inputs())
+    grader = fingerprints.grader_fingerprint(assignment.grading_inputs())
     notebook = notebook and assignment.notebook is not None
     tasks, kept, distrusted = [], [], []
     for student, folder in students:
@@ -106,7 +106,7 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
         files = dict(intake.files)
         if notebook:  # the notebook is part of what was graded
             files["notebook"] = intake.notebook if intake.notebook is not None else b"none"
-        task = Task(student, str(folder), submissions.fingerprint(files, grader + ("+nb" if notebook else "")))
+        task = Task(student, str(folder), fingerprints.fingerprint(files, grader + ("+nb" if notebook else "")))
         path = naming.result_path(out_dir, student)
         if resume and path.exists():
             previous, problem = records.load_record(path)

@@ -1,7 +1,7 @@
 """``--sandbox none``: no process a submission starts outlives it, without namespaces or a user of its own.
 
 bwrap and zygote workers end with their PID namespace, and a confined worker's user is emptied
-(``launch.end_user``); an unisolated worker has neither. So the judge makes itself a child subreaper
+(``worker_process.end_user``); an unisolated worker has neither. So the judge makes itself a child subreaper
 (``PR_SET_CHILD_SUBREAPER``): whatever a worker orphans, however often it forks or calls ``setsid``, becomes
 the judge's child rather than init's; once a worker has ended, every child of the judge that is not a live
 worker is killed and reaped, until none is left.
