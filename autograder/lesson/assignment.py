@@ -37,12 +37,12 @@ A lesson's folder may also hold ``student_readme.md``, the Classroom template's 
 
 import importlib.util
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 from ..errors import KitError
+from .toml_file import read_toml
 from ..worker.contract import Contract
 
 DESCRIPTOR = "assignment.toml"
@@ -129,12 +129,7 @@ def load(path: str | Path) -> Assignment:
     path = Path(path).resolve()
     if path.is_dir():
         path = path / DESCRIPTOR
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise KitError(f"assignment descriptor not readable: {path} ({error.strerror})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise KitError(f"assignment descriptor {path}: {error}") from None
+    data = read_toml(path, "assignment descriptor")
     missing = [key for key in REQUIRED if key not in data]
     if missing:
         raise KitError(f"assignment descriptor {path} lacks {', '.join(missing)}")

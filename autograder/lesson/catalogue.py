@@ -9,11 +9,11 @@ text to put in front of it. Entries also say which hidden tests must catch them.
 from __future__ import annotations
 
 import shutil
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .assignment import Assignment
+from .toml_file import read_toml
 from ..errors import KitError
 
 
@@ -54,10 +54,7 @@ def load_catalogue(path: str | Path, kind: str) -> list[Mutant]:
     """The entries ``[[kind]]`` of a TOML catalogue file; a key it does not know is a one-line KitError (a
     misspelt ``catch`` would otherwise check nothing)."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise KitError(f"cannot read catalogue {path}: {error}") from None
+    data = read_toml(path, "catalogue")
     mutants = []
     for entry in data.get(kind, []):
         unknown = sorted(set(entry) - set(ENTRY_KEYS)) + sorted(

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import KitError
+from .toml_file import read_toml
 
 if TYPE_CHECKING:
     from .assignment import Assignment
@@ -120,12 +120,7 @@ def _text(data, key: str, where: str) -> str:
 def load(path: str | Path) -> Promises:
     """Read a promises file; KitError with one line on any problem."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise KitError(f"promises file not readable: {path} ({error.strerror})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise KitError(f"promises file {path}: {error}") from None
+    data = read_toml(path, "promises file")
     unknown = set(data) - {"promise", "explanation"}
     if unknown:
         raise KitError(f"promises file {path}: unknown tables {', '.join(sorted(unknown))}")
