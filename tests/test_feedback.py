@@ -98,3 +98,16 @@ def test_every_report_run_writes_both_feedback_files(tmp_path):
     paths = write_reports([_record(student="ada")], tmp_path)
     assert {path.name for path in paths if path.parent.name == "feedback"} == {"ada.md", "ada.txt"}
     assert (tmp_path / "feedback" / "ada.txt").read_text() == feedback_text.render(_record(student="ada"))
+
+
+def test_a_record_written_before_the_typed_fields_shows_its_concept_and_what_happened_apart():
+    """Records graded before concept and happened were kept apart still read right (``final-gradebook`` on an
+    older run): the fields are taken from the output once, when the record is read."""
+    old = {"name": "mask blocks keys", "score": 0, "max_score": 3, "status": "failed", "visibility": "visible",
+           "output": "A blocked key gets no weight.\nWhat happened: attention raised ValueError", "tags": ["attention"],
+           "extra_data": {"id": "test_mask"}}
+    test = TestResult.from_json(old)
+    assert (test.concept, test.happened) == ("A blocked key gets no weight.", "attention raised ValueError")
+    failed, = view(SubmissionResult("s", (test,))).failed
+    assert (failed.concept, failed.happened) == ("A blocked key gets no weight.", "attention raised ValueError")
+    assert TestResult.from_json(test.to_json()) == test

@@ -199,16 +199,19 @@ class TestResult:
         tags = data.get("tags") or ["other"]
         extra = data.get("extra_data") or {}
         status = "skipped" if extra.get("counted") is False else str(data.get("status", "failed"))
-        name, top = str(data["name"]), data["max_score"]
+        name, top, output = str(data["name"]), data["max_score"], str(data.get("output", ""))
+        concept, happened = str(extra.get("concept", "")), str(extra.get("happened", ""))
+        if "concept" not in extra and "\nWhat happened: " in output:  # a record from before the fields: read once
+            concept, _, happened = output.partition("\nWhat happened: ")
         if extra.get("pending"):  # as to_json wrote it for Gradescope (records before it kept name and maximum)
             status, name, top = "pending", name.removesuffix(PENDING_NAME), extra.get("max_score", top)
         return cls(
             name=name, group=str(tags[0]), score=float(data["score"]),
             max_score=float(top), status=status,
-            output=str(data.get("output", "")), visibility=str(data.get("visibility", "visible")),
+            output=output, visibility=str(data.get("visibility", "visible")),
             id=str(extra.get("id", "")), blocked_by=str(extra.get("blocked_by", "")),
-            charged_to=str(extra.get("charged_to", "")), concept=str(extra.get("concept", "")),
-            happened=str(extra.get("happened", "")), cause=Cause.from_json(extra.get("cause")),
+            charged_to=str(extra.get("charged_to", "")), concept=concept, happened=happened,
+            cause=Cause.from_json(extra.get("cause")),
         )
 
 
