@@ -414,6 +414,21 @@ def test_a_check_not_run_here_counts_nowhere_and_says_so():
     assert [name for name, _, _ in class_report.pass_rates([result])] == ["a"]
 
 
+
+def test_a_record_is_written_one_test_a_line_and_reads_back_as_it_was(tmp_path):
+    from autograder.records import results as records
+
+    tests = (TestResult("a \"quoted\" name", "heads", 2, 2, "passed", "", "visible", "test_a"),
+             TestResult("ünï\ncode", "properties", 0, 3, "failed", "What happened: x", "hidden", "test_b"))
+    result = SubmissionResult("ünï", tests, notes=("a note",))
+    records.save(result, tmp_path / "r.json")
+    text = (tmp_path / "r.json").read_text(encoding="utf-8")
+    assert records.load(tmp_path / "r.json") == result
+    lines = text.splitlines()
+    assert [json.loads(line.strip().rstrip(","))["name"] for line in lines if line.startswith("  {")] == [
+        test.name for test in tests]
+
+
 _COMPILER_STAND_IN = r"""
 import json, os, sys
 from worker import main

@@ -10,6 +10,7 @@ nothing a submission does can lead there.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -82,6 +83,9 @@ def _grader_error(error: BaseException) -> str:
     return f"{type(error).__name__}{place}"
 
 
+_SCRATCH_NAMES = itertools.count()  # a judge's students' scratch folders, each in that judge's own scratch root
+
+
 def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebook: str | None = None) -> _Prepared:
     """Read ``task``'s files and start its worker now, so it gets ready while the previous student is graded.
 
@@ -89,7 +93,9 @@ def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebo
     confirmed gone (a forked worker's kill runs while the result is written and the next student prepared).
     """
     started = time.monotonic()
-    prepared = _Prepared(task, scratch=Path(tempfile.mkdtemp(prefix="student-", dir=scratch_root)))
+    # Named now, made only by a launch that needs the files on disk (a forked worker gets them over its pipe): a
+    # folder made and removed where the zygote's sandbox sees it costs milliseconds a student.
+    prepared = _Prepared(task, scratch=Path(scratch_root) / f"student-{next(_SCRATCH_NAMES)}")
     try:
         intake = submissions.read_submission(task.folder, factory.contract, notebook)
         prepared.files = intake.files

@@ -7,12 +7,12 @@ from pathlib import Path
 from ..records.results import SubmissionResult
 from . import class_report, feedback, feedback_text, gradebook, ids
 
-REPORTERS = (gradebook, ids, feedback, feedback_text, class_report)
-
 
 def write_reports(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
-    """Write every report for ``results`` (a list of SubmissionResult) under ``out_dir``; return the paths."""
+    """Write every report for ``results`` (a list of SubmissionResult) under ``out_dir``; return the paths. The class
+    report's charts start first: the pass rates are drawn in a child process while the other reports are written."""
+    charts = class_report.start_charts(results, out_dir)
     written = []
-    for reporter in REPORTERS:
+    for reporter in (gradebook, ids, feedback, feedback_text):
         written += reporter.write(results, out_dir)
-    return written
+    return written + class_report.write(results, out_dir, charts)

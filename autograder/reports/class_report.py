@@ -5,9 +5,10 @@ as graded / pending."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
-from .figures import pass_rate_chart, score_histogram
+from .figures import Drawing, draw_aside, pass_rate_chart, score_histogram
 from ..records.results import SubmissionResult, write_atomic
 from ..records.triage import WRITTEN, manual_line, manual_work, needs_a_look
 from . import similarity_report
@@ -83,14 +84,29 @@ def render(results: list[SubmissionResult], figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
+def start_charts(results: list[SubmissionResult], out_dir: str | Path) -> Callable[[], list[Path]]:
+    """Start drawing the report's charts (the pass rates in a child process, see :func:`figures.draw_aside`);
+    return ``finish()``, which draws the histogram, waits for the rest and returns ``[histogram, pass rates]``."""
     out_dir = Path(out_dir)
-    histogram = score_histogram([result.score for result in results],
-                                max((result.max_score for result in results), default=1),
-                                out_dir / "figures" / "score_histogram.png")
     note = "written answers, graded by hand, are counted apart in report.md" if any(
         test.group == WRITTEN for result in results for test in result.tests) else ""
-    rates = pass_rate_chart(pass_rates(results), out_dir / "figures" / "pass_rate.png", note=note)
+    rates = draw_aside(Drawing(pass_rate_chart, out_dir / "figures" / "pass_rate.png", pass_rates(results),
+                               note=note))
+
+    def finish() -> list[Path]:
+        histogram = score_histogram([result.score for result in results],
+                                    max((result.max_score for result in results), default=1),
+                                    out_dir / "figures" / "score_histogram.png")
+        return [histogram, rates()]
+
+    return finish
+
+
+def write(results: list[SubmissionResult], out_dir: str | Path,
+          charts: Callable[[], list[Path]] | None = None) -> list[Path]:
+    """Write ``report.md`` and its charts (``charts``: from :func:`start_charts`, when they were started earlier)."""
+    out_dir = Path(out_dir)
+    histogram, rates = (charts or start_charts(results, out_dir))()
     path = out_dir / "report.md"
     write_atomic(path, render(results, [histogram.relative_to(out_dir).as_posix(),
                                         rates.relative_to(out_dir).as_posix()]) + similarity_report.link(out_dir))

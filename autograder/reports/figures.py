@@ -3,7 +3,9 @@ lesson's hooks draw with them."""
 
 from __future__ import annotations
 
+import os
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.patches as mpatches
@@ -12,6 +14,42 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from ..lesson.assignment import Assignment
+
+
+def draw_aside(drawing: Drawing) -> Callable[[], Path]:
+    """Start ``drawing`` in a forked child, so the caller's other work runs beside matplotlib's text rendering (most
+    of a second for a chart of a whole rubric); return ``finish()``, which waits for the child and returns the
+    figure's path. Where no child can be forked, or it fails, ``finish()`` draws in this process: the figure is
+    there either way."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return drawing
+    if pid == 0:  # the child: draw, and leave without running any of the parent's exit handlers
+        code = 1
+        try:
+            drawing()
+            code = 0
+        finally:
+            os._exit(code)
+
+    def finish() -> Path:
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0 or not drawing.path.is_file():
+            return drawing()
+        return drawing.path
+
+    return finish
+
+
+class Drawing:
+    """A figure to draw: ``function(*args, path=path, **kwargs)``, whose ``path`` is known before it is drawn."""
+
+    def __init__(self, function: Callable[..., Path], path: str | Path, *args, **kwargs) -> None:
+        self.function, self.path, self.args, self.kwargs = function, Path(path), args, kwargs
+
+    def __call__(self) -> Path:
+        return self.function(*self.args, path=self.path, **self.kwargs)
 
 
 def _figure(**options) -> Figure:

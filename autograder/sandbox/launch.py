@@ -86,6 +86,7 @@ class WorkerFactory:
         """A no-argument callable that starts a fresh worker over the student ``files`` (``{module: bytes}``)."""
         if self.forks:
             return lambda: self._shared(self._spawn(files))
+        Path(scratch).mkdir(mode=0o700, exist_ok=True)  # the judge names it; only this path needs it made
         staged = stage(files, Path(scratch) / "submission", self.contract.modules)
         return lambda: self._shared(WorkerProcess(self.sandbox, staged, scratch, self.env))
 
