@@ -283,17 +283,19 @@ class RemoteSubmission:
     # ------------------------------------------------------------ requests
 
     def _ensure_module(self, module, label):
+        """The worker, with ``module`` imported in it (imported now when it was not yet)."""
         if module in self.broken_modules:
             raise self.broken_modules[module]
         worker = self._worker(label)
         if module in worker.imported:
-            return
+            return worker
         try:
             self._exchange(worker, {"op": "import", "module": module}, f"importing {module}.py")
         except (WorkerCrash, CallTimeout) as failure:  # the import itself crashed or hung
             self.broken_modules[module] = failure
             raise
         worker.imported.add(module)
+        return worker
 
     def ask(self, message, label, seconds=None):
         """Send one request that is not a call of a contract name (a notebook's cell, its names); return the
@@ -403,8 +405,7 @@ class RemoteSubmission:
         static = self.forbidden.get(name)
         if static:
             raise ForbiddenCall(label, static)
-        self._ensure_module(self.contract.names[name], label)
-        worker = self._worker(label)
+        worker = self._ensure_module(self.contract.names[name], label)
         try:
             return self._exchange(worker, message, label)
         except CallTimeout as timeout:

@@ -90,6 +90,14 @@ def encode(value, blobs, handles=None):
 
 
 @functools.cache
+def _torch():
+    """torch, imported at its first use here (an import statement per tensor costs a call through any import hook)."""
+    import torch
+
+    return torch
+
+
+@functools.cache
 def _dtypes():
     import torch
 
@@ -102,8 +110,7 @@ def _names():
 
 
 def _encode_tensor(tensor, blobs):
-    import torch
-
+    torch = _torch()
     # A subclass travels as plain data: its __torch_function__ gets no say in how it is read.
     with torch._C.DisableTorchFunctionSubclass():
         tensor = torch.Tensor.as_subclass(torch.Tensor.detach(tensor), torch.Tensor)
@@ -161,8 +168,7 @@ class _Decoder:
         raise ProtocolError("unexpected object")
 
     def tensor(self, node):
-        import torch
-
+        torch = _torch()
         dtype = _dtypes().get(node.get("dtype")) if isinstance(node.get("dtype"), str) else None
         shape = node.get("shape")
         device = node.get("device")
@@ -182,7 +188,7 @@ class _Decoder:
         self.used.add(index)
         data = self.blobs[index]
         numel = math.prod(shape)
-        if len(data) != numel * torch.empty((), dtype=dtype).element_size():
+        if len(data) != numel * dtype.itemsize:
             raise ProtocolError("tensor bytes do not match its shape")
         if numel == 0:
             tensor = torch.empty(shape, dtype=dtype)

@@ -173,10 +173,11 @@ def test_encoding_obeys_the_shift_identity(student, k, d_model):
     n = 40
     pe = tensor(student.get_positional_encoding(n, d_model), (n, d_model)).double()
     pairs = pairs_of(pe)
-    m = torch.zeros(d_model, d_model, dtype=torch.float64)  # M_k built from the table's own pairs and frequencies
-    for (s, c), rate in zip(pairs, pair_rates(pe, pairs)):
-        cos_kw, sin_kw = math.cos(k * rate), math.sin(k * rate)
-        m[s, s], m[s, c], m[c, s], m[c, c] = cos_kw, sin_kw, -sin_kw, cos_kw
+    # M_k built from the table's own pairs and frequencies: one rotation by k times its rate per (sine, cosine) pair.
+    s, c = (torch.tensor(columns) for columns in zip(*pairs))
+    angle = k * pair_rates(pe, pairs)
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)
+    m[s, s], m[s, c], m[c, s], m[c, c] = angle.cos(), angle.sin(), -angle.sin(), angle.cos()
     src = torch.arange(max(0, -k), min(n, n - k))
     close(pe[src] @ m.T, pe[src + k], atol=1e-4)
 
