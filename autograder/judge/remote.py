@@ -19,6 +19,7 @@ worker that was ready to run but waited for a CPU is the machine's fault
 """
 
 import contextlib
+import functools
 import hashlib
 import random
 import time
@@ -26,6 +27,7 @@ import time
 from ..sandbox import clocks
 from ..records import seal
 from ..worker import protocol
+from . import ahead
 from .failures import (BadValue, CallTimeout, ForbiddenCall, ImportFailure, MachineBusy, StudentError, SubmissionTimeout,
                        WorkerCrash, clean_record, public_type)
 from ..worker.contract import Contract
@@ -43,19 +45,20 @@ class RemoteObject:
         self._submission, self._handle, self._name, self._generation = submission, handle, name, generation
 
     def _ask(self, op, label, **fields):
+        return self._send(label, dict(fields, op=op, handle=self._handle.id))
+
+    def _send(self, label, message):
         if self._generation != self._submission.generation:
             raise WorkerCrash(label, "this object was lost when an earlier call restarted the worker")
-        return self._submission.request(self._name, label, dict(fields, op=op, handle=self._handle.id))
+        return self._submission.request(self._name, label, message)
 
     def __call__(self, *args, device=None, **kwargs):
-        return self._ask("method", f"{self._name}.forward", method="__call__", args=list(args), kwargs=kwargs,
-                         device=device)
+        return self._send(f"{self._name}.forward", ahead.forward_message(self._handle.id, args, kwargs, device=device))
 
     def call_seeded(self, seed, *args, **kwargs):
         """Forward with the worker's random generators seeded with ``seed`` (an int) instead of the usual seed:
         two seeds give two outputs exactly when the forward draws random numbers."""
-        return self._ask("method", f"{self._name}.forward", method="__call__", args=list(args), kwargs=kwargs,
-                         seed=int(seed))
+        return self._send(f"{self._name}.forward", ahead.forward_message(self._handle.id, args, kwargs, seed=int(seed)))
 
     def attr(self, name):
         return self._ask("attr", f"{self._name}.{name}", name=name)
@@ -79,7 +82,7 @@ class RemoteObject:
 
     def tensors(self):
         """``{"parameters": {name: tensor}, "buffers": {name: tensor}}``, every name of each (aliases too)."""
-        return self._ask("tensors", f"{self._name} parameters")
+        return self._send(f"{self._name} parameters", ahead.tensors_message(self._handle.id))
 
     def to(self, target):
         """Move the module to a device (``"meta"``, ``"cuda"``) or convert it to a dtype (``torch.float64``)."""
@@ -141,6 +144,21 @@ def fake_result(reply):
     return mark(reply.get("value"))
 
 
+def _batch_replies(reply, blobs, count):
+    """``[(item's reply, its blobs)]`` of a batch's reply: ``count`` replies, each a dict, and blob counts that add
+    up; ProtocolError otherwise."""
+    replies, counts = reply.get("batch"), reply.get("blob_counts")
+    if (not isinstance(replies, list) or not isinstance(counts, list) or len(replies) != count
+            or len(counts) != count or not all(isinstance(item, dict) for item in replies)
+            or not all(protocol._is_int(n) and n >= 0 for n in counts) or sum(counts) != len(blobs)):
+        raise protocol.ProtocolError("a malformed batch")
+    answers, offset = [], 0
+    for item, size in zip(replies, counts):
+        answers.append((item, blobs[offset : offset + size]))
+        offset += size
+    return answers
+
+
 def _no_handle(name, value):
     """``value``, unless the worker answered a function call with an object kept in it (never data)."""
     if isinstance(value, protocol.Handle):
@@ -193,6 +211,7 @@ class RemoteSubmission:
         self.hung = {}  # name -> (seconds, whether it slept)
         self.crashes = {}  # name -> count
         self.events = []  # what went wrong, for the result's notes
+        self.ahead = None  # the planned calls of the table of cases being checked (calls_ahead)
         self.outputs = []
         self.cuda = None
 
@@ -302,9 +321,18 @@ class RemoteSubmission:
         decoded value or raise the matching SubmissionFailure. ``seconds`` replaces the per-call time limit."""
         return self._exchange(self._worker(label), message, label, seconds)
 
-    def _exchange(self, worker, message, label, seconds=None):
+    def _exchange(self, worker, message, label, seconds=None, blobs=None):
         """Send one request; return the decoded value or raise the matching SubmissionFailure (or MachineBusy).
-        ``seconds`` replaces the per-call CPU limit (a notebook cell has its own)."""
+        ``seconds`` replaces the per-call CPU limit (a notebook cell has its own); ``blobs``: the message is
+        encoded already (:func:`ahead.encoded`), these are its blobs."""
+        if blobs is None:
+            message, blobs = ahead.encoded(message)
+        reply, reply_blobs = self._round_trip(worker, message, blobs, label, seconds)
+        return self._answer(worker, message, label, reply, lambda: protocol.decode(reply.get("value"), reply_blobs))
+
+    def _round_trip(self, worker, message, blobs, label, seconds=None):
+        """Send an encoded request and wait for its reply under the call's limits; ``(reply, reply blobs)``. A worker
+        that hangs, crashes or sends a malformed frame is ended here (CallTimeout, WorkerCrash)."""
         if self.busy:
             raise MachineBusy(self.busy)
         limit = seconds or self.limits.call_seconds
@@ -317,14 +345,10 @@ class RemoteSubmission:
                 raise self._machine_busy("the submission's wall-clock backstop passed while it waited for a CPU")
             raise SubmissionTimeout(self.budget, asleep=True)
         backstop = min(began + BACKSTOP * limit, self.deadline)
-        blobs = []
-        for key in ("args", "kwargs", "override"):
-            if key in message:
-                message[key] = protocol.encode(message[key], blobs)
         try:
             nonce = worker.send(message, blobs, backstop)
             self._await(worker, label, limit, min(limit, left), mark, began, backstop)
-            reply, reply_blobs = worker.receive(nonce, backstop, self.limits.reply_bytes)
+            return worker.receive(nonce, backstop, self.limits.reply_bytes)
         except protocol.ChannelTimeout:  # it stopped reading its request, or stopped half-way through a reply
             self._discard(f"{label} stopped reading or writing past its time limit; the worker was restarted", worker)
             raise CallTimeout(label, limit, asleep=True) from None
@@ -333,6 +357,9 @@ class RemoteSubmission:
             detail = worker.exit_detail() if isinstance(error, protocol.ChannelClosed) else "it sent a malformed reply"
             self._discard(f"{label} stopped the worker ({detail}); the worker was restarted", worker)
             raise WorkerCrash(label, detail) from None
+
+    def _answer(self, worker, message, label, reply, decode):
+        """The value of ``reply`` (``decode()`` reads it), or the SubmissionFailure it reports."""
         forbidden = reply.get("forbidden")
         if forbidden:
             known = set(self.contract.forbidden)
@@ -352,7 +379,7 @@ class RemoteSubmission:
                 raise failure
             raise StudentError(label, record, fake=message.get("fake") is True)
         try:
-            return protocol.decode(reply.get("value"), reply_blobs)
+            return decode()
         except Exception:  # noqa: BLE001 - any malformed value is the submission's fault, never the grader's
             self._discard(f"{label}: the worker sent a malformed reply; the worker was restarted", worker)
             raise WorkerCrash(label, "it sent a malformed reply") from None
@@ -406,14 +433,84 @@ class RemoteSubmission:
         if static:
             raise ForbiddenCall(label, static)
         worker = self._ensure_module(self.contract.names[name], label)
+        blobs = None
+        if self.ahead is not None:
+            message, blobs = ahead.encoded(message)
+            kept = self._planned_reply(worker, ahead.key_of(message, blobs), label)
+            if kept is not None:
+                return self._answer(worker, message, label, *kept)
+            worker = self._ensure_module(self.contract.names[name], label)  # a failed batch may have cost it
         try:
-            return self._exchange(worker, message, label)
+            return self._exchange(worker, message, label, blobs=blobs)
         except CallTimeout as timeout:
             self.hung[name] = (self.limits.call_seconds, timeout.asleep)
             raise
         except WorkerCrash:
             self.crashes[name] = self.crashes.get(name, 0) + 1
             raise
+
+    @contextlib.contextmanager
+    def calls_ahead(self, cases):
+        """Within the block, the calls ``cases`` make (each called with a stand-in for this submission, see
+        :mod:`.ahead`) go to the worker in one batch when the first of them is made; outside it, nothing is kept."""
+        if self.ahead is not None:  # a plan is running: one at a time
+            yield
+            return
+        calls = ahead.plan(self.contract, cases)
+        self.ahead = ahead.Ahead(calls) if len(calls) > 1 else None
+        try:
+            yield
+        finally:
+            self.ahead = None
+
+    def _planned_reply(self, worker, key, label):
+        """``(reply, decode)`` for the request with ``key`` from the planned batch: a reply kept from it, or the
+        batch itself, sent when this is its first call. None: no planned reply (it is asked alone)."""
+        if self.ahead.generation not in (None, self.generation):  # kept from a worker since lost: never reused
+            self.ahead.replies.clear()
+        kept = self.ahead.take(key)
+        if kept is None and key == self.ahead.first and self.ahead.planned:
+            kept = self._send_ahead(worker, label)
+        return kept
+
+    def _send_ahead(self, worker, label):
+        """Send the planned calls that may go now (up to the first whose name hung, crashed twice, is forbidden
+        or whose file is not imported yet) in one batch and keep their replies; return the first one's. A batch
+        that fails as a whole is forgiven: its CPU is not counted and its events are not kept; None, and its
+        calls are then made one at a time (the worker, if lost, started again)."""
+        planned, self.ahead.planned = self.ahead.planned, []
+        items = []
+        for name, message, blobs in planned:
+            if (name in self.hung or self.crashes.get(name, 0) >= 2 or self.forbidden.get(name)
+                    or self.contract.names[name] not in worker.imported):
+                break
+            items.append((message, blobs))
+        if len(items) < 2:
+            return None
+        batch = {"op": "batch", "items": [message for message, _ in items],
+                 "blob_counts": [len(blobs) for _, blobs in items]}
+        spent, events = self.cpu_spent(worker), len(self.events)
+        try:
+            reply, reply_blobs = self._round_trip(worker, batch, [blob for _, blobs in items for blob in blobs],
+                                                  f"{label} (with the calls of its table)")
+            answers = _batch_replies(reply, reply_blobs, len(items))
+        except (CallTimeout, WorkerCrash, SubmissionTimeout, protocol.ProtocolError):
+            if worker is self.worker:  # a malformed batch: the worker goes, as after any malformed reply
+                self._discard(None, worker, count=False)
+            self.cpu_before, self.events[events:] = spent, []
+            return None
+        self.ahead.generation, made, first = self.generation, {}, None
+        for index, ((message, blobs), (item, item_blobs)) in enumerate(zip(items, answers)):
+            value = item.get("value")
+            if isinstance(value, dict) and protocol._is_int(value.get("__handle__")):
+                made[index] = value["__handle__"]
+            answer = (item, functools.partial(protocol.decode, value, item_blobs))
+            key = ahead.with_handle(message, blobs, made)
+            if index == 0:
+                first = answer
+            elif key is not None:
+                self.ahead.keep(key, answer)
+        return first
 
     def draw(self, label: str) -> random.Random:
         """A generator for a check's arguments, seeded by this submission's files and ``label`` under the judge's
@@ -432,14 +529,16 @@ class RemoteSubmission:
         self._ensure_module(self.contract.names[name], name)  # the import is not the call's work
         worker = self._worker(name)
         before = worker.precise_cpu()
-        value = self.call(name, *args, **kwargs)
+        planned, self.ahead = self.ahead, None  # measured: asked alone, never answered from a batch
+        try:
+            value = self.call(name, *args, **kwargs)
+        finally:
+            self.ahead = planned
         worker = self._worker(name)
         return value, max(worker.precise_cpu() - before, 0.0)
 
     def call(self, name, *args, device=None, **kwargs):
-        value = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
-                                          "device": device})
-        return _no_handle(name, value)
+        return _no_handle(name, self.request(name, name, ahead.call_message(name, args, kwargs, device)))
 
     def call_reporting_changes(self, name: str, *args, device=None, **kwargs) -> tuple[object, tuple[str, ...]]:
         """``(value, changed)``: ``name(*args, **kwargs)`` called as :meth:`call` does, and the names of the
@@ -451,8 +550,7 @@ class RemoteSubmission:
         return _no_handle(name, value), changed
 
     def new(self, name, *args, device=None, **kwargs):
-        value = self.request(name, name, {"op": "new", "name": name, "args": list(args), "kwargs": kwargs,
-                                          "device": device})
+        value = self.request(name, name, ahead.new_message(name, args, kwargs, device))
         if not isinstance(value, protocol.Handle):
             raise BadValue(name, "no object")
         return RemoteObject(self, value, name, self.generation)

@@ -33,6 +33,8 @@ from .cpu_rerun import rerun_on_cpu
 from .protocol import DTYPES, MAX_DEPTH, MAX_NODES, decode, encode
 
 MESSAGE_LIMIT = 400
+MAX_BATCH = 64  # requests in one batch (a table of cases sends a few dozen at most)
+BATCHED_OPS = ("new", "call", "method", "tensors")
 NOTEBOOK_OPS = ("cell", "names", "nbcall")
 # Operations that run the student's code: each starts from the same random state, so weights drawn in an
 # ``__init__`` (or any draw) are the same in every run, whatever ran before in this worker.
@@ -286,8 +288,44 @@ class Session:
         args, kwargs = self._arguments(message, blobs)
         return self._runner().call(message.get("handle"), args, kwargs)
 
+    def handle_batch(self, message, blobs, reply_blobs):
+        """Run a batch's requests in order, each as :meth:`handle` runs it alone; return ``{"batch": [replies],
+        "blob_counts": [blobs of each reply]}``.
+
+        The judge sends the calls of a table of cases ahead of its checks (``judge/ahead.py``): one turn between
+        judge and worker instead of one a call. Each item comes with its own blobs (``blob_counts``, in order)
+        and its reply gets its own, so an item reads and writes blobs as it would alone. An item may name the
+        object an earlier item made (``"handle": {"__item__": index}``). Only calls and reads of a module's
+        tensors are batched; every reply is data the judge checks as it checks any reply."""
+        items, counts = message.get("items"), message.get("blob_counts")
+        if (not isinstance(items, list) or len(items) > MAX_BATCH or not isinstance(counts, list)
+                or len(counts) != len(items) or not all(type(n) is int and n >= 0 for n in counts)
+                or sum(counts) != len(blobs)):
+            return {"error": {"type": "BadRequest", "mro": ["BadRequest"], "message": "malformed batch",
+                              "where": None}}
+        replies, sizes, offset = [], [], 0
+        for item, count in zip(items, counts):
+            own, offset = blobs[offset : offset + count], offset + count
+            written = []
+            if not isinstance(item, dict) or item.get("op") not in BATCHED_OPS:
+                reply = {"error": {"type": "BadRequest", "mro": ["BadRequest"], "message": "not batched",
+                                   "where": None}}
+            else:
+                handle = item.get("handle")
+                if isinstance(handle, dict):  # an earlier item's object
+                    index = handle.get("__item__")
+                    made = replies[index].get("value") if type(index) is int and 0 <= index < len(replies) else None
+                    item = dict(item, handle=made.get("__handle__") if isinstance(made, dict) else None)
+                reply = self.handle(item, own, written)
+            replies.append(reply)
+            sizes.append(len(written))
+            reply_blobs.extend(written)
+        return {"batch": replies, "blob_counts": sizes}
+
     def handle(self, message, blobs, reply_blobs):
         """Run one request; return the reply message (values already encoded into ``reply_blobs``)."""
+        if message.get("op") == "batch":
+            return self.handle_batch(message, blobs, reply_blobs)
         self.forbidden_hits.clear()
         op = getattr(self, "op_" + str(message.get("op")), None)
         if op is None:

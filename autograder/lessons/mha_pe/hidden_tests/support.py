@@ -33,12 +33,18 @@ def each_case(count=4, examples=(), **choices):
         unique = list({tuple(sorted(case.items())): case for case in cases}.values())
 
         def run(*args, **kwargs):
-            for case in unique:
-                try:
-                    check(*args, **kwargs, **case)
-                except Exception as error:
-                    error.add_note(f"case: {case}")
-                    raise
+            # The calls every case makes before it reads an answer go to the worker together (see the engine's
+            # judge/ahead.py): one turn between judge and worker for the table, not one a call.
+            student = kwargs["student"] if "student" in kwargs else args[0]
+            ahead = getattr(student, "calls_ahead", None) if len(unique) > 1 else None
+            plans = [functools.partial(_with_student, check, args, kwargs, case) for case in unique]
+            with ahead(plans) if ahead is not None else contextlib.nullcontext():
+                for case in unique:
+                    try:
+                        check(*args, **kwargs, **case)
+                    except Exception as error:
+                        error.add_note(f"case: {case}")
+                        raise
 
         signature = inspect.signature(check)
         run.__signature__ = signature.replace(parameters=[parameter for parameter in signature.parameters.values()
@@ -49,6 +55,13 @@ def each_case(count=4, examples=(), **choices):
         return run
 
     return decorate
+
+
+def _with_student(check, args, kwargs, case, student):
+    """``check`` for ``case`` with ``student`` in place of the one it was given (a planner, while planning)."""
+    if "student" in kwargs:
+        return check(*args, **dict(kwargs, student=student), **case)
+    return check(student, *args[1:], **kwargs, **case)
 
 
 @contextlib.contextmanager
@@ -352,6 +365,8 @@ def first(student, *gates):
     except NotChecked:
         raise
     except Exception as error:
+        if getattr(student, "planning", False):  # planning a table's calls: no gate is tried (see each_case)
+            raise
         for gate in gates:
             problem = broken(student, gate)
             if problem:

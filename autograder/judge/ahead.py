@@ -1,0 +1,179 @@
+"""Calls sent ahead: the calls of a table of cases, planned before its checks run and sent to the worker at once.
+
+A check run once per case (a lesson's table of sizes) makes the same few calls for every case, their arguments
+taken from the case alone. Run first with a :class:`Planner` in place of the student, each case records the
+calls it makes before it reads an answer: the answers are :class:`Pending` (no tensor), so the check stops at
+the first one it reads. When the check then runs for real, its first call sends every planned call in one
+batch (one turn between judge and worker instead of one a call), and each later call whose message is byte for
+byte a planned one takes that one's reply. A reply is read exactly as if it had come alone, with the same
+checks and the same failures; a batch that fails as a whole (a crash, a hang, a malformed reply) is forgiven
+and its calls are made one at a time, as without a plan.
+
+What changes is when the worker runs a call: the planned calls of later cases run before the checks of earlier
+ones read their answers, and a case after a failing one has had its calls made (unread). Every request starts
+from the same seed, so only a submission whose answers depend on the order of its calls can tell.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+
+from ..worker import protocol
+from ..worker.contract import Contract
+
+MAX_AHEAD = 32  # calls in one batch (the worker takes up to 64)
+
+
+# ---------------------------------------------------------------- the messages of calls (the remote's and the plan's)
+
+def call_message(name: str, args, kwargs, device=None) -> dict:
+    return {"op": "call", "name": name, "args": list(args), "kwargs": kwargs, "device": device}
+
+
+def new_message(name: str, args, kwargs, device=None) -> dict:
+    return {"op": "new", "name": name, "args": list(args), "kwargs": kwargs, "device": device}
+
+
+def forward_message(handle, args, kwargs, **fields) -> dict:
+    """A module's forward (``fields``: ``device``, ``seed``, ...)."""
+    return dict(fields, op="method", handle=handle, method="__call__", args=list(args), kwargs=kwargs)
+
+
+def tensors_message(handle) -> dict:
+    return {"op": "tensors", "handle": handle}
+
+
+def encoded(message: dict) -> tuple[dict, list]:
+    """``(message with its values encoded, their blobs)``."""
+    blobs = []
+    message = dict(message)
+    for key in ("args", "kwargs", "override"):
+        if key in message:
+            message[key] = protocol.encode(message[key], blobs)
+    return message, blobs
+
+
+def key_of(message: dict, blobs: list) -> bytes:
+    """What two encoded messages share exactly when they ask the same thing (their values, bytes and all)."""
+    digest = hashlib.sha256(json.dumps(message, sort_keys=True, separators=(",", ":"), allow_nan=False).encode())
+    for blob in blobs:
+        digest.update(len(blob).to_bytes(8, "little"))
+        digest.update(blob)
+    return digest.digest()
+
+
+# ---------------------------------------------------------------- planning
+
+class Unplanned(Exception):
+    """The plan stops here: a request the planner does not make ahead (or an answer read)."""
+
+
+class Pending:
+    """An answer not known while planning. Not a tensor: the check reading it fails, and its plan ends there."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        raise Unplanned(name)
+
+
+class Planner:
+    """Stands in for the student while a case is planned: records the calls of contract names (functions and
+    constructors), a constructed module's forward and its tensors, and answers each with a :class:`Pending`.
+    Anything else (a draw, a measured call, the fake device) ends the plan."""
+
+    planning = True  # a lesson helper that would try other calls after a failure (a gate) stops instead
+
+    def __init__(self, contract: Contract) -> None:
+        self._contract = contract
+        self.calls: list[tuple[str, dict]] = []  # (contract name, message), in order
+
+    def record(self, name: str, message: dict, answer: object) -> object:
+        if len(self.calls) >= MAX_AHEAD:
+            raise Unplanned("enough")
+        self.calls.append((name, message))
+        return answer
+
+    def __getattr__(self, name):
+        contract = self.__dict__.get("_contract")
+        if contract is None or name not in contract.names:
+            raise Unplanned(name)
+        if name in contract.classes:
+            return lambda *args, device=None, **kwargs: self.record(
+                name, new_message(name, args, kwargs, device), PendingModule(self, name, len(self.calls)))
+        return lambda *args, device=None, **kwargs: self.record(name, call_message(name, args, kwargs, device),
+                                                                Pending())
+
+
+class PendingModule:
+    """A module the plan constructs: its forward and its tensors are planned on it (the batch names it by the
+    index of the call that made it)."""
+
+    def __init__(self, planner: Planner, name: str, index: int) -> None:
+        self._planner, self._name, self._made_by = planner, name, {"__item__": index}
+
+    def __call__(self, *args, device=None, **kwargs):
+        return self._planner.record(self._name, forward_message(self._made_by, args, kwargs, device=device), Pending())
+
+    def call_seeded(self, seed, *args, **kwargs):
+        return self._planner.record(self._name, forward_message(self._made_by, args, kwargs, seed=int(seed)),
+                                    Pending())
+
+    def tensors(self):
+        return self._planner.record(self._name, tensors_message(self._made_by), Pending())
+
+    def __getattr__(self, name):
+        raise Unplanned(name)
+
+
+def plan(contract: Contract, cases: Iterable[Callable[[object], object]]) -> list[tuple[str, dict]]:
+    """The calls ``cases`` make (each called with a :class:`Planner`) before each reads an answer, in order,
+    at most :data:`MAX_AHEAD`."""
+    calls = []
+    for case in cases:
+        planner = Planner(contract)
+        try:
+            case(planner)
+        except Exception:  # noqa: BLE001 - reading a Pending, or any other end: the case's plan is what it recorded
+            pass
+        offset = len(calls)  # a case's objects are numbered by its own calls: renumbered for the whole table
+        calls += [(name, dict(message, handle={"__item__": message["handle"]["__item__"] + offset})
+                   if isinstance(message.get("handle"), dict) else message) for name, message in planner.calls]
+        if len(calls) >= MAX_AHEAD:
+            break
+    return calls[:MAX_AHEAD]
+
+
+# ---------------------------------------------------------------- the plan of one table, on the judge's side
+
+class Ahead:
+    """The planned calls of one table not sent yet (``planned``: ``[(name, encoded message, blobs)]``, the first
+    one's key ``first``), then the replies sent back for them not taken yet (by key, in order)."""
+
+    def __init__(self, calls: list[tuple[str, dict]]) -> None:
+        self.planned = [(name, *encoded(message)) for name, message in calls]
+        self.first = key_of(*self.planned[0][1:]) if self.planned else None
+        self.replies: dict[bytes, collections.deque] = {}
+        self.generation = None  # the worker's generation the batch went to, once sent
+
+    def take(self, key: bytes):
+        """The ``(reply, value)`` kept for a request with ``key``, or None."""
+        kept = self.replies.get(key)
+        return kept.popleft() if kept else None
+
+    def keep(self, key: bytes, answer: tuple) -> None:
+        self.replies.setdefault(key, collections.deque()).append(answer)
+
+
+def with_handle(message: dict, blobs: list, made: dict[int, int]) -> bytes | None:
+    """The key of a planned ``message`` once the objects the batch made are known (``made``: item index -> the
+    worker's handle); None when it names an item that made no object."""
+    handle = message.get("handle")
+    if isinstance(handle, dict):
+        if handle.get("__item__") not in made:
+            return None
+        message = dict(message, handle=made[handle["__item__"]])
+    return key_of(message, blobs)

@@ -1,0 +1,129 @@
+"""A table of cases sends its calls ahead, in one batch (autograder/judge/ahead.py): fewer turns between judge and
+worker, and the same grade. Each submission here is graded twice through the judge, with batches and without,
+and must get the same outcome, word for word, whatever its worker does with a batch."""
+
+import contextlib
+from dataclasses import replace
+
+import pytest
+
+from autograder.judge import ahead, remote as remote_module
+from autograder.judge.grade import Judge
+from autograder.lesson.catalogue import Edit, Mutant, build
+from autograder.intake.submission import read_files
+from lesson import CONTRACT, LESSON
+from workers import worker_factory
+
+TABLES = ("test_table_shape_and_dtype", "test_split_shape", "test_attention_shapes", "test_module_shapes")
+
+
+@pytest.fixture(scope="module")
+def factory():
+    with worker_factory("mha-pe-ahead-", call_seconds=5) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return Judge(LESSON)
+
+
+def grade(judge, factory, folder, monkeypatch, batches):
+    """``(result, round trips)`` of the submission in ``folder``, its tables' calls batched or one at a time."""
+    made, scratch = factory
+    trips = []
+    real = remote_module.RemoteSubmission._round_trip
+
+    def counted(self, worker, message, *args, **kwargs):
+        trips.append(message.get("op"))
+        return real(self, worker, message, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(remote_module.RemoteSubmission, "_round_trip", counted)
+        if not batches:
+            patch.setattr(remote_module.RemoteSubmission, "calls_ahead",
+                          lambda self, cases: contextlib.nullcontext())
+        files, problems = read_files(folder, CONTRACT)
+        result = judge.grade("student", files, problems, made.sandbox, made.launcher(files, scratch))
+    return replace(result, execution_time=0.0), trips
+
+
+def same_outcome(one, other):
+    """The two results agree on every test's outcome and words, and on the notes."""
+    assert [(t.id, t.status, t.score, t.output) for t in one.tests] == [
+        (t.id, t.status, t.score, t.output) for t in other.tests]
+    assert one.notes == other.notes and one.score == other.score
+
+
+def submission(tmp_path, *edits):
+    return build(Mutant(id="edited", title="edited", edits=edits), tmp_path / "submission", LESSON)
+
+
+def test_the_reference_sends_each_table_in_one_batch_and_keeps_every_point(judge, factory, tmp_path, monkeypatch):
+    folder = submission(tmp_path)
+    batched, trips = grade(judge, factory, folder, monkeypatch, batches=True)
+    alone, trips_alone = grade(judge, factory, folder, monkeypatch, batches=False)
+    same_outcome(batched, alone)
+    assert batched.score == batched.max_score
+    assert trips.count("batch") >= len(TABLES) and "batch" not in trips_alone
+    assert len(trips) <= len(trips_alone) - 30  # dozens of turns fewer
+
+
+# A submission's code runs in the worker and may rewrite it: here, its batches' answers.
+GARBLED_BATCHES = '''
+import sys as _sys
+_session = _sys.modules[[name for name in _sys.modules if name.endswith("worker.session")][0]]
+_session.Session.handle_batch = lambda self, message, blobs, reply_blobs: {MODE}
+'''
+
+
+@pytest.mark.parametrize("mode", [
+    '{"batch": []}',  # too few replies
+    '{"batch": [{"value": 1}] * len(message["items"]), "blob_counts": [5] * len(message["items"])}',  # no blobs
+    '{"error": {"type": "SystemExit", "mro": ["SystemExit"], "message": "", "where": None}}',
+    '__import__("os")._exit(3)',  # the worker dies mid-batch
+])
+def test_a_worker_that_garbles_its_batches_gains_and_loses_nothing(judge, factory, tmp_path, monkeypatch, mode):
+    """Whatever a batch's reply is, the calls are made again one at a time, forgiven: the same grade as the
+    worker would get answering one call at a time, with no note of a worker restarted."""
+    folder = submission(tmp_path, Edit("heads.py", "def split_heads(x, num_heads):\n",
+                                       GARBLED_BATCHES.replace("{MODE}", mode) + "\n\ndef split_heads(x, num_heads):\n"))
+    batched, trips = grade(judge, factory, folder, monkeypatch, batches=True)
+    alone, trips_alone = grade(judge, factory, folder, monkeypatch, batches=False)
+    same_outcome(batched, alone)
+    assert batched.score == batched.max_score
+    # Its tables' batches failed: each call of them was made again alone (the positional-encoding table, sent
+    # before heads.py was imported, went as a batch should).
+    assert trips.count("batch") >= len(TABLES) and len(trips) > len(trips_alone)
+
+
+def test_a_case_that_crashes_the_worker_inside_a_batch_is_charged_as_when_asked_alone(judge, factory, tmp_path,
+                                                                                     monkeypatch):
+    """A later case's call ends the worker while the batch runs: the batch is forgiven, and the first case that
+    crashes it alone is charged, exactly as without batches."""
+    folder = submission(tmp_path, Edit("heads.py", "    x = x.unflatten(-1, (num_heads, d_model // num_heads))",
+                                       "    if x.shape[0] * x.shape[1] > 6:\n        __import__('os')._exit(9)\n"
+                                       "    x = x.unflatten(-1, (num_heads, d_model // num_heads))"))
+    batched, trips = grade(judge, factory, folder, monkeypatch, batches=True)
+    alone, _ = grade(judge, factory, folder, monkeypatch, batches=False)
+    same_outcome(batched, alone)
+    (split,) = [test for test in batched.tests if test.id == "test_split_shape"]
+    assert split.status == "failed" and "batch" in trips
+
+
+def test_a_measured_call_is_never_answered_from_a_batch(factory, tmp_path):
+    """cpu_of_call asks alone even inside a plan whose batch holds the same call: its CPU is the call's own."""
+    from workers import remote_over
+
+    remote = remote_over(factory, submission(tmp_path))
+    try:
+        cases = [lambda student, n=n: student.get_positional_encoding(4000 + n, 32) for n in range(3)]
+        with remote.calls_ahead(cases):
+            first = remote.get_positional_encoding(4000, 32)  # sends the batch
+            assert first.shape == (4000, 32)
+            _, cpu = remote.cpu_of_call("get_positional_encoding", 4001, 32)
+            assert cpu > 0
+            kept = ahead.key_of(*ahead.encoded(ahead.call_message("get_positional_encoding", (4001, 32), {})))
+            assert len(remote.ahead.replies[kept]) == 1  # the batch's answer to it, left untaken
+    finally:
+        remote.close()
