@@ -6,8 +6,9 @@ calls it makes before it reads an answer: the answers are :class:`Pending` (no t
 the first one it reads. When the check then runs for real, its first call sends every planned call in one
 batch (one turn between judge and worker instead of one a call), and each later call whose message is byte for
 byte a planned one takes that one's reply. A reply is read exactly as if it had come alone, with the same
-checks and the same failures; a batch that fails as a whole (a crash, a hang, a malformed reply) is forgiven
-and its calls are made one at a time, as without a plan.
+checks and the same failures; a batch that fails as a whole (a crash, a hang, a malformed reply, more than
+:data:`BATCH_SECONDS` of CPU) is forgiven and its calls are made one at a time, as without a plan, and so are
+the submission's later tables.
 
 What changes is when the worker runs a call: the planned calls of later cases run before the checks of earlier
 ones read their answers, and a case after a failing one has had its calls made (unread). Every request starts
@@ -25,6 +26,10 @@ from ..worker import protocol
 from ..worker.contract import Contract
 
 MAX_AHEAD = 32  # calls in one batch (the worker takes up to 64)
+# A batch's CPU limit. A table's cases are small (milliseconds of honest work in all); a batch that needs more is
+# forgiven and its calls made one at a time. It also bounds what the calls of cases after a failing one (made
+# ahead, never read) add to the submission's CPU budget: at most this, once per table.
+BATCH_SECONDS = 1.0
 
 
 # ---------------------------------------------------------------- the messages of calls (the remote's and the plan's)

@@ -212,6 +212,7 @@ class RemoteSubmission:
         self.crashes = {}  # name -> count
         self.events = []  # what went wrong, for the result's notes
         self.ahead = None  # the planned calls of the table of cases being checked (calls_ahead)
+        self.batch_failed = False
         self.outputs = []
         self.cuda = None
 
@@ -330,9 +331,10 @@ class RemoteSubmission:
         reply, reply_blobs = self._round_trip(worker, message, blobs, label, seconds)
         return self._answer(worker, message, label, reply, lambda: protocol.decode(reply.get("value"), reply_blobs))
 
-    def _round_trip(self, worker, message, blobs, label, seconds=None):
+    def _round_trip(self, worker, message, blobs, label, seconds=None, cpu_seconds=None):
         """Send an encoded request and wait for its reply under the call's limits; ``(reply, reply blobs)``. A worker
-        that hangs, crashes or sends a malformed frame is ended here (CallTimeout, WorkerCrash)."""
+        that hangs, crashes or sends a malformed frame is ended here (CallTimeout, WorkerCrash). ``cpu_seconds``:
+        a lower CPU limit than the call's (a batch's), its wall-clock backstop left as the call's."""
         if self.busy:
             raise MachineBusy(self.busy)
         limit = seconds or self.limits.call_seconds
@@ -347,7 +349,7 @@ class RemoteSubmission:
         backstop = min(began + BACKSTOP * limit, self.deadline)
         try:
             nonce = worker.send(message, blobs, backstop)
-            self._await(worker, label, limit, min(limit, left), mark, began, backstop)
+            self._await(worker, label, limit, min(cpu_seconds or limit, limit, left), mark, began, backstop)
             return worker.receive(nonce, backstop, self.limits.reply_bytes)
         except protocol.ChannelTimeout:  # it stopped reading its request, or stopped half-way through a reply
             self._discard(f"{label} stopped reading or writing past its time limit; the worker was restarted", worker)
@@ -453,7 +455,7 @@ class RemoteSubmission:
     def calls_ahead(self, cases):
         """Within the block, the calls ``cases`` make (each called with a stand-in for this submission, see
         :mod:`.ahead`) go to the worker in one batch when the first of them is made; outside it, nothing is kept."""
-        if self.ahead is not None:  # a plan is running: one at a time
+        if self.ahead is not None or self.batch_failed:  # a plan is running, or a batch failed: one at a time
             yield
             return
         calls = ahead.plan(self.contract, cases)
@@ -492,12 +494,14 @@ class RemoteSubmission:
         spent, events = self.cpu_spent(worker), len(self.events)
         try:
             reply, reply_blobs = self._round_trip(worker, batch, [blob for _, blobs in items for blob in blobs],
-                                                  f"{label} (with the calls of its table)")
+                                                  f"{label} (with the calls of its table)",
+                                                  cpu_seconds=ahead.BATCH_SECONDS)
             answers = _batch_replies(reply, reply_blobs, len(items))
         except (CallTimeout, WorkerCrash, SubmissionTimeout, protocol.ProtocolError):
             if worker is self.worker:  # a malformed batch: the worker goes, as after any malformed reply
                 self._discard(None, worker, count=False)
             self.cpu_before, self.events[events:] = spent, []
+            self.batch_failed = True  # its later tables go one call at a time: a forgiven batch costs time once
             return None
         self.ahead.generation, made, first = self.generation, {}, None
         for index, ((message, blobs), (item, item_blobs)) in enumerate(zip(items, answers)):
