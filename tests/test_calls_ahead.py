@@ -145,3 +145,31 @@ def test_a_batch_over_its_cpu_limit_is_forgiven_and_later_tables_go_one_call_at_
     assert batched.score == batched.max_score
     _, reference_trips = grade(judge, factory, submission(tmp_path / "reference"), monkeypatch, batches=True)
     assert 0 < trips.count("batch") < reference_trips.count("batch")
+
+
+def test_an_answer_given_ahead_is_taken_only_while_its_own_case_runs():
+    """A gate tried after case 0 fails may make the very call case 1 planned: it is asked alone, never given the
+    object or the answer the worker made ahead for case 1."""
+    calls = [(0, "split_heads", ahead.call_message("split_heads", (1, 2), {})),
+             (1, "MultiHeadAttention", ahead.new_message("MultiHeadAttention", (8, 2), {}))]
+    planned = ahead.Ahead(calls)
+    key = ahead.key_of(*ahead.encoded(calls[1][2]))
+    planned.keep(key, ("reply", "decode"), 1)
+    planned.turn(0)
+    assert planned.take(key) is None
+    planned.turn(1)
+    assert planned.take(key) == ("reply", "decode") and planned.take(key) is None
+
+
+def test_a_plan_ends_at_the_first_answer_read_and_numbers_objects_for_the_whole_table():
+    def case(student, n):
+        module = student.MultiHeadAttention(n, 1)
+        out = module(n)
+        assert out.shape == (n,)  # reading an answer: the plan of this case ends here
+        module(n + 1)
+
+    calls = ahead.plan(CONTRACT, [lambda student, n=n: case(student, n) for n in (4, 8)])
+    assert [(index, message["op"]) for index, _, message in calls] == [(0, "new"), (0, "method"), (1, "new"),
+                                                                      (1, "method")]
+    assert [message["handle"] for _, _, message in calls if message["op"] == "method"] == [{"__item__": 0},
+                                                                                         {"__item__": 2}]

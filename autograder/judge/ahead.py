@@ -11,7 +11,8 @@ checks and the same failures; a batch that fails as a whole (a crash, a hang, a 
 the submission's later tables.
 
 What changes is when the worker runs a call: the planned calls of later cases run before the checks of earlier
-ones read their answers, and a case after a failing one has had its calls made (unread). Every request starts
+ones read their answers, and a case after a failing one has had its calls made (unread; what they print is in
+the student's output). Every request starts
 from the same seed, so only a submission whose answers depend on the order of its calls can tell.
 """
 
@@ -134,43 +135,59 @@ class PendingModule:
         raise Unplanned(name)
 
 
-def plan(contract: Contract, cases: Iterable[Callable[[object], object]]) -> list[tuple[str, dict]]:
-    """The calls ``cases`` make (each called with a :class:`Planner`) before each reads an answer, in order,
-    at most :data:`MAX_AHEAD`."""
+def plan(contract: Contract, cases: Iterable[Callable[[object], object]]) -> list[tuple[int, str, dict]]:
+    """The calls ``cases`` make (each called with a :class:`Planner`) before each reads an answer, in order, at
+    most :data:`MAX_AHEAD`: ``[(case index, contract name, message)]``."""
     calls = []
-    for case in cases:
+    for index, case in enumerate(cases):
         planner = Planner(contract)
         try:
             case(planner)
-        except Exception:  # noqa: BLE001 - reading a Pending, or any other end: the case's plan is what it recorded
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001 - reading a Pending, or any other end (pytest's skip): the plan so far
             pass
         offset = len(calls)  # a case's objects are numbered by its own calls: renumbered for the whole table
-        calls += [(name, dict(message, handle={"__item__": message["handle"]["__item__"] + offset})
+        calls += [(index, name, dict(message, handle={"__item__": message["handle"]["__item__"] + offset})
                    if isinstance(message.get("handle"), dict) else message) for name, message in planner.calls]
         if len(calls) >= MAX_AHEAD:
             break
     return calls[:MAX_AHEAD]
 
 
+def no_turns(case: int) -> None:
+    """What :meth:`RemoteSubmission.calls_ahead` yields where nothing is planned."""
+
+
 # ---------------------------------------------------------------- the plan of one table, on the judge's side
 
 class Ahead:
-    """The planned calls of one table not sent yet (``planned``: ``[(name, encoded message, blobs)]``, the first
-    one's key ``first``), then the replies sent back for them not taken yet (by key, in order)."""
+    """The planned calls of one table not sent yet (``planned``: ``[(name, encoded message, blobs)]``, ``cases``:
+    each one's case, the first one's key ``first``), then the replies sent back for them not taken yet (by key,
+    in order). A reply is taken only while its own case runs (:meth:`turn`), so a call another case makes (a
+    gate tried after a failure, say) never takes an answer the worker gave ahead for a later case."""
 
-    def __init__(self, calls: list[tuple[str, dict]]) -> None:
-        self.planned = [(name, *encoded(message)) for name, message in calls]
+    def __init__(self, calls: list[tuple[int, str, dict]]) -> None:
+        self.planned = [(name, *encoded(message)) for _, name, message in calls]
+        self.cases = [case for case, _, _ in calls]
         self.first = key_of(*self.planned[0][1:]) if self.planned else None
         self.replies: dict[bytes, collections.deque] = {}
         self.generation = None  # the worker's generation the batch went to, once sent
+        self.case = 0  # the case running now
+
+    def turn(self, case: int) -> None:
+        """Case number ``case`` of the table runs now."""
+        self.case = case
 
     def take(self, key: bytes):
-        """The ``(reply, value)`` kept for a request with ``key``, or None."""
+        """The ``(reply, decode)`` kept for a request with ``key`` of the case running now, or None."""
         kept = self.replies.get(key)
-        return kept.popleft() if kept else None
+        if kept and kept[0][0] == self.case:
+            return kept.popleft()[1]
+        return None
 
-    def keep(self, key: bytes, answer: tuple) -> None:
-        self.replies.setdefault(key, collections.deque()).append(answer)
+    def keep(self, key: bytes, answer: tuple, case: int) -> None:
+        self.replies.setdefault(key, collections.deque()).append((case, answer))
 
 
 def with_handle(message: dict, blobs: list, made: dict[int, int]) -> bytes | None:

@@ -435,14 +435,14 @@ class RemoteSubmission:
         if static:
             raise ForbiddenCall(label, static)
         worker = self._ensure_module(self.contract.names[name], label)
-        blobs = None
-        if self.ahead is not None:
-            message, blobs = ahead.encoded(message)
-            kept = self._planned_reply(worker, ahead.key_of(message, blobs), label)
-            if kept is not None:
-                return self._answer(worker, message, label, *kept)
-            worker = self._ensure_module(self.contract.names[name], label)  # a failed batch may have cost it
         try:
+            blobs = None
+            if self.ahead is not None:
+                message, blobs = ahead.encoded(message)
+                kept = self._planned_reply(worker, ahead.key_of(message, blobs), label)
+                if kept is not None:
+                    return self._answer(worker, message, label, *kept)
+                worker = self._ensure_module(self.contract.names[name], label)  # a failed batch may have cost it
             return self._exchange(worker, message, label, blobs=blobs)
         except CallTimeout as timeout:
             self.hung[name] = (self.limits.call_seconds, timeout.asleep)
@@ -456,12 +456,15 @@ class RemoteSubmission:
         """Within the block, the calls ``cases`` make (each called with a stand-in for this submission, see
         :mod:`.ahead`) go to the worker in one batch when the first of them is made; outside it, nothing is kept."""
         if self.ahead is not None or self.batch_failed:  # a plan is running, or a batch failed: one at a time
-            yield
+            yield ahead.no_turns
             return
-        calls = ahead.plan(self.contract, cases)
-        self.ahead = ahead.Ahead(calls) if len(calls) > 1 else None
         try:
-            yield
+            planned = ahead.Ahead(ahead.plan(self.contract, cases))
+        except Exception:  # noqa: BLE001 - a plan that cannot be made (an argument that does not encode): none
+            planned = None
+        self.ahead = planned if planned is not None and len(planned.planned) > 1 else None
+        try:
+            yield self.ahead.turn if self.ahead is not None else ahead.no_turns
         finally:
             self.ahead = None
 
@@ -487,11 +490,14 @@ class RemoteSubmission:
                     or self.contract.names[name] not in worker.imported):
                 break
             items.append((message, blobs))
-        if len(items) < 2:
+        # Only with room to spare: a batch never meets the submission's CPU budget or its wall-clock backstop (and a
+        # worker started after it still has time to start), so a timeout of the batch is always its own.
+        spent, events = self.cpu_spent(worker), len(self.events)
+        room = BACKSTOP * (self.limits.call_seconds + self.limits.start_seconds)
+        if len(items) < 2 or self.budget - spent < 2 * ahead.BATCH_SECONDS or self.deadline - self.clock() < room:
             return None
         batch = {"op": "batch", "items": [message for message, _ in items],
                  "blob_counts": [len(blobs) for _, blobs in items]}
-        spent, events = self.cpu_spent(worker), len(self.events)
         try:
             reply, reply_blobs = self._round_trip(worker, batch, [blob for _, blobs in items for blob in blobs],
                                                   f"{label} (with the calls of its table)",
@@ -499,9 +505,12 @@ class RemoteSubmission:
             answers = _batch_replies(reply, reply_blobs, len(items))
         except (CallTimeout, WorkerCrash, SubmissionTimeout, protocol.ProtocolError):
             if worker is self.worker:  # a malformed batch: the worker goes, as after any malformed reply
-                self._discard(None, worker, count=False)
-            self.cpu_before, self.events[events:] = spent, []
-            self.batch_failed = True  # its later tables go one call at a time: a forgiven batch costs time once
+                self._discard(None, worker)
+            # Forgiven up to BATCH_SECONDS of CPU (a worker that ran on past its limit pays for the rest), and
+            # said nowhere: the calls are made again one at a time, and the submission's later tables too.
+            self.cpu_before -= min(max(self.cpu_before - spent, 0.0), ahead.BATCH_SECONDS)
+            self.events[events:] = []
+            self.batch_failed = True
             return None
         self.ahead.generation, made, first = self.generation, {}, None
         for index, ((message, blobs), (item, item_blobs)) in enumerate(zip(items, answers)):
@@ -513,7 +522,7 @@ class RemoteSubmission:
             if index == 0:
                 first = answer
             elif key is not None:
-                self.ahead.keep(key, answer)
+                self.ahead.keep(key, answer, self.ahead.cases[index])
         return first
 
     def draw(self, label: str) -> random.Random:
