@@ -12,8 +12,8 @@ the submission's later tables.
 
 What changes is when the worker runs a call: the planned calls of later cases run before the checks of earlier
 ones read their answers, and a case after a failing one has had its calls made (unread; what they print is in
-the student's output). Every request starts
-from the same seed, so only a submission whose answers depend on the order of its calls can tell.
+the student's output). Every request starts from the same seed, so only a submission whose answers depend on the
+order of its calls can tell.
 """
 
 from __future__ import annotations
