@@ -481,8 +481,8 @@ class RemoteSubmission:
     def _send_ahead(self, worker, label):
         """Send the planned calls that may go now (up to the first whose name hung, crashed twice, is forbidden
         or whose file is not imported yet) in one batch and keep their replies; return the first one's. A batch
-        that fails as a whole is forgiven: its CPU is not counted and its events are not kept; None, and its
-        calls are then made one at a time (the worker, if lost, started again)."""
+        that fails as a whole is forgiven (up to ``BATCH_SECONDS`` of its CPU, and its events): None, and its
+        calls are then made one at a time (the worker, if lost, started again), as are later tables'."""
         planned, self.ahead.planned = self.ahead.planned, []
         items = []
         for name, message, blobs in planned:
