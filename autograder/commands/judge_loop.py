@@ -10,6 +10,7 @@ nothing a submission does can lead there.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -213,6 +214,8 @@ class WarmJudge:
         self._scratch = tempfile.TemporaryDirectory(prefix="judge-")
         self.scratch_root = self._scratch.name
         self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend)
+        collecting = gc.isenabled()
+        gc.disable()  # start-up allocates for good: collections then would only walk it all (100 ms each)
         try:
             # The zygote first: its torch import then runs beside this process's own, not after it.
             self.factory.start()
@@ -225,9 +228,16 @@ class WarmJudge:
             # The judge's tensors are small; more threads only spin and steal cores from other judges and workers.
             torch.set_num_threads(1)
             self.judge = Judge(self.assignment)
+            # What start-up built (torch, pytest, the hidden tests, the reference) lives as long as the judge: kept
+            # out of later collections, which would walk all of it (and in a forked judge write to each object's
+            # header, copying its page).
+            gc.freeze()
         except BaseException:
             self.__exit__(None, None, None)
             raise
+        finally:
+            if collecting:
+                gc.enable()
         return self
 
     def __exit__(self, *exc_info) -> None:

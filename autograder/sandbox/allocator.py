@@ -17,7 +17,10 @@ TRIM_THRESHOLD = 64 << 20
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
 
 WORKER_ENV = {
-    "GLIBC_TUNABLES": f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD}:glibc.malloc.trim_threshold={TRIM_THRESHOLD}",
+    # hugetlb=1: malloc's heap in huge pages as it grows (torch's import alone leaves 85 MB there), so the
+    # zygote's forks copy and free few page-table entries (worker/linux.into_huge_pages does the rest).
+    "GLIBC_TUNABLES": f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD}:glibc.malloc.trim_threshold={TRIM_THRESHOLD}"
+                      ":glibc.malloc.hugetlb=1",
     "THP_MEM_ALLOC_ENABLE": "1",  # PyTorch: huge pages (where the kernel offers them) for big CPU buffers
 }
 

@@ -1,0 +1,51 @@
+"""The zygote's memory in huge pages (worker/linux.py): which ranges are asked for, and that asking is safe."""
+
+import mmap
+
+from autograder.sandbox import allocator
+from autograder.worker import linux
+
+MB = 1 << 20
+MAPS = """\
+00400000-00600000 r-xp 00000000 08:01 12 /usr/bin/python3.11
+00800000-00a00000 rw-p 00200000 08:01 12 /usr/bin/python3.11
+01100000-07300000 rw-p 00000000 00:00 0 [heap]
+7f0000100000-7f0000b00000 rw-p 00000000 00:00 0
+7f0000c00000-7f0000d00000 rw-p 00000000 00:00 0
+7f0001000000-7f0001400000 rw-s 00000000 00:05 99 /dev/shm/shared
+7f0002000000-7f0002400000 r--p 00000000 00:00 0
+7ffd00000000-7ffd00400000 rw-p 00000000 00:00 0 [stack]
+"""
+
+
+def test_only_private_anonymous_memory_is_asked_for_in_whole_huge_pages(tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text(MAPS)
+    ranges = linux.anonymous_ranges(str(maps), most=16 * MB)
+    assert all(address % linux.HUGE_PAGE == 0 and length % linux.HUGE_PAGE == 0 for address, length in ranges)
+    assert all(0 < length <= 16 * MB for _, length in ranges)
+    # the heap, 0x1100000-0x7300000, is whole huge pages from 0x1200000 to 0x7200000: 96 MB in pieces of 16 MB
+    heap = [(address, length) for address, length in ranges if address < 0x7F0000000000]
+    assert heap[0][0] == 0x1200000 and sum(length for _, length in heap) == 96 * MB
+    # the unnamed mapping gives its whole huge pages (8 MB of its 10); one smaller than a huge page gives none;
+    # a file, a shared mapping, a read-only one and the stack give nothing
+    rest = [(address, length) for address, length in ranges if address >= 0x7F0000000000]
+    assert rest == [(0x7F0000200000, 8 * MB)]
+
+
+def test_asking_for_huge_pages_keeps_the_memory_as_it_was():
+    region = mmap.mmap(-1, 8 * MB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    pattern = bytes(range(256)) * (8 * MB // 256)
+    region.write(pattern)
+    address = linux.ctypes.addressof(linux.ctypes.c_char.from_buffer(region))
+    start = -(-address // linux.HUGE_PAGE) * linux.HUGE_PAGE
+    # True where the kernel can (Linux 6.1 and later, huge pages not off), False elsewhere: never an error
+    assert linux.into_huge_pages(start, 4 * MB) in (True, False)
+    region.seek(0)
+    assert region.read() == pattern
+    del address
+    region.close()
+
+
+def test_workers_grow_their_heap_in_huge_pages():
+    assert "glibc.malloc.hugetlb=1" in allocator.WORKER_ENV["GLIBC_TUNABLES"].split(":")
