@@ -289,12 +289,15 @@ def main(argv):
         pidns = None  # no nested namespaces here: the judge starts a sandbox per worker instead
     judges = [_Judge(socket.socket(fileno=fd)) for fd in control_fds]
     contract = Contract.from_env(os.environ)
+    # What torch's import and the warm-up leave is the workers' inherited heap, kept for the zygote's life: the
+    # collector is off meanwhile (its collections would walk all of it, 0.3 s of start-up), then it is frozen, so
+    # a worker's collections never walk it either (a full one would write to every object's header, copying each
+    # page, tens of ms a worker).
+    gc.disable()
     torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
     warm_up(torch)
-    # What the warm-up left is the workers' inherited heap: frozen, a worker's collections never walk it (a full
-    # collection would write to every object's header, copying each page, tens of ms a worker).
-    gc.collect()
     gc.freeze()
+    gc.enable()
     nested = can_isolate(pidns)
     linux.prctl(linux.PR_SET_DUMPABLE, 0)  # workers may not trace or read the zygote
     hello = {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested}
