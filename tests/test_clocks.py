@@ -225,7 +225,7 @@ def test_a_sleeping_call_gets_nothing_and_the_next_call_still_works(tmp_path, fa
     try:
         with pytest.raises(CallTimeout) as caught:
             remote.get_positional_encoding(4, 8)
-        assert caught.value.asleep and not remote.busy
+        assert "waited without computing" in caught.value.summary and not remote.busy
         assert tuple(remote.split_heads(torch.zeros(1, 2, 4), 2).shape) == (1, 2, 2, 2)
     finally:
         remote.close()
@@ -501,3 +501,24 @@ def test_the_yardstick_is_read_in_one_thread_whatever_the_caller_set(two_threads
     check._yardstick(Reference(), fresh=True)
     assert seen == [1] * 6 and check._YARDSTICK[0] <= first  # one more reading; the least is kept
     assert check.FLOOR <= check._allowance(Reference(), fresh=False) <= check.CEILING
+
+
+def test_a_worker_needed_after_the_backstop_passed_charges_the_sleeper_and_never_stalls_it():
+    # A submission that slept past the whole submission's backstop, then needs a new worker (its last one was
+    # ended): waiting for that worker's hello would time out at once, which reads as the machine's fault and
+    # sends the student back to be graded again, and again. It is charged as the sleeper it is instead.
+    from autograder.judge.failures import SubmissionTimeout
+    from autograder.worker import protocol
+
+    class Slow(FakeWorker):
+        def ready(self, deadline):
+            if deadline <= self.clock.now:
+                raise protocol.ChannelTimeout("no hello before the deadline")
+            return self.hello
+
+    remote, clock, _ = _remote(cpu_rate=0.0, wait_rate=0.0, runnable=False)
+    remote.launch = lambda: Slow(clock, 0.0, 0.0, False)
+    remote.deadline = clock.now
+    with pytest.raises(SubmissionTimeout) as caught:
+        remote.split_heads(torch.zeros(1, 2, 4), 2)
+    assert "waited without computing" in caught.value.summary and not remote.busy

@@ -221,6 +221,8 @@ class RemoteSubmission:
     def _worker(self, label):
         if self.busy:  # the student is graded again: nothing more is started for this try
             raise MachineBusy(self.busy)
+        if self.clock() >= self.deadline:  # a worker started now could not even say hello in time
+            raise self._backstop_passed()
         if self.spare:
             self._check_spare()
         if self.worker is None:
@@ -272,6 +274,13 @@ class RemoteSubmission:
             self.worker = None
         if why:
             self.events.append(why)
+
+    def _backstop_passed(self):
+        """The failure to raise when the whole submission's wall-clock backstop has passed between calls: the
+        machine's, if its long waits were mostly for a CPU, else the submission's (it slept)."""
+        if self.samples.mostly_starved:
+            return self._machine_busy("the submission's wall-clock backstop passed while it waited for a CPU")
+        return SubmissionTimeout(self.budget, asleep=True)
 
     def _machine_busy(self, why):
         """Record that the machine, not the submission, kept this student from being graded."""
@@ -343,9 +352,7 @@ class RemoteSubmission:
         if left <= 0:
             raise SubmissionTimeout(self.budget)
         if began >= self.deadline:  # the whole submission's backstop, passed between calls
-            if self.samples.mostly_starved:
-                raise self._machine_busy("the submission's wall-clock backstop passed while it waited for a CPU")
-            raise SubmissionTimeout(self.budget, asleep=True)
+            raise self._backstop_passed()
         backstop = min(began + BACKSTOP * limit, self.deadline)
         try:
             nonce = worker.send(message, blobs, backstop)
