@@ -326,23 +326,24 @@ def _passes(factory, folder):
         remote.close()
 
 
+def _torch_threads(count):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(count)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def one_thread():
     """torch in one thread, as in every judge (judge_loop.judge_loop)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    yield from _torch_threads(1)
 
 
 @pytest.fixture
 def two_threads():
     """The calling process's torch on two threads, as in a test run or an instructor's notebook: the check must
     measure its yardstick the same way whatever the caller set (spinning thread pools inflate CPU time)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(threads)
+    yield from _torch_threads(2)
 
 
 @pytest.fixture
