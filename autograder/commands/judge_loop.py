@@ -241,6 +241,7 @@ class WarmJudge:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        gc.unfreeze()  # what this judge froze can be collected again once it is done (a process may start another)
         self.factory.close()
         self._scratch.cleanup()
 

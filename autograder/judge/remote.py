@@ -221,11 +221,11 @@ class RemoteSubmission:
     def _worker(self, label):
         if self.busy:  # the student is graded again: nothing more is started for this try
             raise MachineBusy(self.busy)
-        if self.clock() >= self.deadline:  # a worker started now could not even say hello in time
-            raise self._backstop_passed()
         if self.spare:
             self._check_spare()
         if self.worker is None:
+            if self.clock() >= self.deadline:  # a worker started now could not even say hello in time
+                raise self._backstop_passed()
             try:
                 self.worker = self.launch()
             except (OSError, protocol.ProtocolError) as error:

@@ -67,31 +67,41 @@ def drop_capabilities():
     _check(_libc.capset(ctypes.byref(header), data), "capset")
 
 
-
-_MADV_HUGEPAGE, _MADV_COLLAPSE = 14, 25
+_MADV_COLLAPSE = 25
 HUGE_PAGE = 2 << 20  # x86-64's and arm64's
 
 
-def anonymous_ranges(maps: str = "/proc/self/maps", most: int = 8 * HUGE_PAGE) -> list[tuple[int, int]]:
+def anonymous_ranges(smaps: str = "/proc/self/smaps", most: int = 8 * HUGE_PAGE) -> list[tuple[int, int]]:
     """``(address, length)`` of this process's private writable anonymous memory (the heap and unnamed mappings),
-    cut to whole huge pages and into pieces of at most ``most`` bytes."""
-    ranges = []
-    with open(maps) as handle:
+    cut to whole huge pages and into pieces of at most ``most`` bytes. Only mappings at least half present: a
+    sparse one (a thread's stack, say) would grow to whole huge pages."""
+    ranges, mapping = [], None
+
+    def add(low, high, perms, name, present):
+        start, end = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
+        if perms == "rw-p" and name in ("", "[heap]") and 2 * present >= high - low:
+            ranges.extend((at, min(most, end - at)) for at in range(start, end, most))
+
+    with open(smaps) as handle:
         for line in handle:
             fields = line.split()
-            if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
+            if not fields:
                 continue
-            low, high = (int(value, 16) for value in fields[0].split("-"))
-            start, end = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
-            ranges += [(at, min(most, end - at)) for at in range(start, end, most)]
+            if "-" in fields[0] and not fields[0].endswith(":"):  # a mapping's first line
+                low, high = (int(value, 16) for value in fields[0].split("-"))
+                mapping = [low, high, fields[1], fields[5] if len(fields) > 5 else "", 0]
+            elif fields[0] == "Rss:" and mapping is not None:
+                mapping[4] = int(fields[1]) * 1024
+                add(*mapping)
+                mapping = None
     return ranges
 
 
 def into_huge_pages(address: int, length: int) -> bool:
     """Move this range's pages into huge pages where the kernel can (``MADV_COLLAPSE``, Linux 6.1 and later);
     whether it did. Forking then copies one page-table entry per 2 MiB instead of 512, and each child's exit
-    frees as few; a child's first write to such a page still copies only its own 4 KiB. Where the kernel
-    refuses (older, huge pages off, no memory to spare), nothing changes."""
+    frees as few; a child's first write to such a page still copies only its own 4 KiB. Nothing else about the
+    range changes (no advice stays behind), and where the kernel refuses (older, huge pages off, no memory to
+    spare) nothing changes at all."""
     _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return (_libc.madvise(address, length, _MADV_HUGEPAGE) == 0
-            and _libc.madvise(address, length, _MADV_COLLAPSE) == 0)
+    return _libc.madvise(address, length, _MADV_COLLAPSE) == 0

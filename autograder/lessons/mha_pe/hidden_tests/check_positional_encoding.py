@@ -5,6 +5,7 @@ Each test reads only what its own concept decides: the table's pairs are found w
 frequency mistake the frequency test alone, and so on.
 """
 
+import gc
 import math
 import time
 
@@ -134,17 +135,16 @@ def test_table_is_vectorized(student, reference):
     # call (threads and child processes included), read by the judge to the nanosecond, against the CPU time this
     # judge spends on the reference's table. The arguments are drawn for this submission under the judge's secret
     # (the same every run, known to no submission in advance), so no table prepared at import or cached can
-    # answer; the small call first also warms the worker's code paths, so the measured call pays only for its own
-    # work. The table must still be the student's own (a fast wrong answer earns nothing).
+    # answer. Each try draws its own size and base and measures the call before any other call with that base,
+    # so nothing an earlier call kept or made ahead (a small call that quietly builds the longest table) helps.
+    # Another process can only stretch a measurement: a miss is measured again, up to MEASUREMENTS times, with one
+    # more reading of the yardstick each time. The table must still be the student's own (a fast wrong answer
+    # earns nothing): its first rows are what an ordinary call then returns.
     draw = student.draw("pe-vectorized")
-    max_seq_len, base = draw.randrange(LONGEST // 4 * 3, LONGEST), draw.uniform(5e3, 2e4)
-    head = tensor(student.get_positional_encoding(48, 32, base), (48, 32))
-    # Another process can only stretch a measurement, never shrink it: a miss is measured again, with a new size
-    # (so nothing kept from the last call helps), and the yardstick with it. A loop misses every time.
     for attempt in range(MEASUREMENTS):
-        if attempt:
-            max_seq_len = draw.randrange(LONGEST // 4 * 3, LONGEST)
+        max_seq_len, base = draw.randrange(LONGEST // 4 * 3, LONGEST), draw.uniform(5e3, 2e4)
         table, cpu = student.cpu_of_call("get_positional_encoding", max_seq_len, 32, base)
+        head = tensor(student.get_positional_encoding(48, 32, base), (48, 32))
         assert _is_own_table(table, head, max_seq_len), "the measured table is not the function's table"
         if cpu <= _allowance(reference, fresh=attempt > 0):
             return
@@ -174,8 +174,9 @@ def _yardstick(reference, fresh: bool = False) -> float:
     readings = 1 if fresh else 0
     if not _YARDSTICK:
         readings, _YARDSTICK[:] = 5, [math.inf]
-    threads = torch.get_num_threads()
+    threads, collecting = torch.get_num_threads(), gc.isenabled()
     torch.set_num_threads(1)
+    gc.disable()  # a collection of the judge's heap is not the table's work
     try:
         for _ in range(readings):
             began = time.process_time()
@@ -183,6 +184,8 @@ def _yardstick(reference, fresh: bool = False) -> float:
             _YARDSTICK[0] = min(_YARDSTICK[0], time.process_time() - began)
     finally:
         torch.set_num_threads(threads)
+        if collecting:
+            gc.enable()
     return _YARDSTICK[0]
 
 
