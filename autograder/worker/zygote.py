@@ -298,8 +298,6 @@ def main(argv):
     warm_up(torch)
     gc.freeze()
     gc.enable()
-    for piece in linux.anonymous_ranges():  # what every worker inherits, in huge pages (tens of ms, once)
-        linux.into_huge_pages(*piece)
     nested = can_isolate(pidns)
     linux.prctl(linux.PR_SET_DUMPABLE, 0)  # workers may not trace or read the zygote
     hello = {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested}
@@ -308,9 +306,16 @@ def main(argv):
             _send(judge.control, hello)
         except OSError:
             pass  # that judge has gone already: its socket reads as closed below
+    # What every worker inherits moves into huge pages while the zygote has nothing else to do, a piece (at most
+    # 16 MiB) at a time between requests: tens to hundreds of ms in all (copies into fresh memory), which before
+    # the hello sat on the first student's path. Workers forked meanwhile just copy more page-table entries.
+    to_collapse = linux.anonymous_ranges()
     while judges:
         by_socket = {judge.control: judge for judge in judges}
-        for control in select.select(list(by_socket), [], [])[0]:
+        readable = select.select(list(by_socket), [], [], 0 if to_collapse else None)[0]
+        if not readable and to_collapse:
+            linux.into_huge_pages(*to_collapse.pop())
+        for control in readable:
             judge = by_socket[control]
             try:
                 data, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
