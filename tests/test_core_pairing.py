@@ -85,3 +85,29 @@ def test_grading_at_jobs_1_places_the_judge_and_every_worker_on_one_core(tmp_pat
     assert placed[0] == (0, cores[0])  # the judge's own thread first
     workers = placed[1:]
     assert len(workers) >= 2 and all(pid > 0 and core == cores[0] for pid, core in workers)
+
+
+def test_a_worker_being_ended_leaves_its_judges_core_first(monkeypatch):
+    """Its exit (memory and page tables freed) then runs beside the judge's next student, not in its turn."""
+    cores = _two_cores()
+    seen, set_aside = [], core_pairing.set_aside
+
+    def recording(pid, core):
+        took = set_aside(pid, core)
+        seen.append((core, took, os.sched_getaffinity(pid)))  # the worker is still there: its pipes are open
+        return took
+
+    monkeypatch.setattr(core_pairing, "set_aside", recording)
+    with worker_factory("grader-pairing-") as factory:
+        factory[0].core = cores[-1]
+        student = remote_over(factory, SOLUTIONS)
+        student.get_positional_encoding(4, 8)  # a request: its CPU is read, so the judge holds its process
+        student.close()
+    assert seen and seen[0][0] == cores[-1] and seen[0][1]
+    assert cores[-1] not in seen[0][2] and seen[0][2] <= set(cores)
+
+
+def test_nothing_is_set_aside_without_a_placement_or_another_core(monkeypatch):
+    assert not core_pairing.set_aside(os.getpid(), None)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert not core_pairing.set_aside(os.getpid(), 0)  # no other core: the process stays where it is

@@ -147,6 +147,8 @@ class Channel:
 
     def _close_pipes(self):
         if self._stat is not None:
+            if self.core is not None and self._stat.cpu() is not None:  # still there: its pid is still its own
+                core_pairing.set_aside(self._stat.pid, self.core)
             self._stat.close()
         for fd in (self._to_worker, self._from_worker):
             try:

@@ -8,7 +8,8 @@ each turn is a plain switch.
 
 Only where ``--jobs`` is at most the cores this process may use: with more judges than cores the scheduler
 balances better than a fixed plan. Time limits count CPU time, so placement changes how fast a class is graded,
-never a grade. The zygote stays free to run anywhere (it forks the next worker while the pair works).
+never a grade. The zygote stays free to run anywhere (it forks the next worker while the pair works), and a
+worker being ended leaves the pair's core first, so its exit (freeing its memory) runs elsewhere too.
 """
 
 from __future__ import annotations
@@ -39,6 +40,20 @@ def place(pid: int, core: int | None) -> bool:
     try:
         os.sched_setaffinity(pid, {core})
     except (AttributeError, OSError):
+        return False
+    return True
+
+
+def set_aside(pid: int, core: int | None) -> bool:
+    """Let process ``pid`` (a worker being ended) run anywhere but ``core``, its judge's: what its exit costs (its
+    memory and page tables freed, a few ms) then runs beside the judge's next student, not in its turn. Whether it
+    took (no placement, no other core, or a process already gone, leave everything as it was)."""
+    if core is None:
+        return False
+    others = set(range(os.cpu_count() or 1)) - {core}
+    try:
+        os.sched_setaffinity(pid, others)  # the kernel keeps only the cores this machine lets us use
+    except (AttributeError, OSError, ValueError):
         return False
     return True
 
