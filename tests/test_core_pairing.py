@@ -79,35 +79,48 @@ def test_grading_at_jobs_1_places_the_judge_and_every_worker_on_one_core(tmp_pat
         return place(pid, core)
 
     monkeypatch.setattr(core_pairing, "place", recording)
+    aside = []
+    monkeypatch.setattr(core_pairing, "set_aside", lambda pid, spare: aside.append((pid, spare)))
     for student in ("ada", "bo"):
         copy_package(SOLUTIONS, tmp_path / "class" / student, MODULES)
     grade_class(tmp_path / "class", tmp_path / "out", jobs=1, skip_notebook=True, emit=lambda line: None)
     assert placed[0] == (0, cores[0])  # the judge's own thread first
     workers = placed[1:]
     assert len(workers) >= 2 and all(pid > 0 and core == cores[0] for pid, core in workers)
+    # Each is ended on the cores no judge holds.
+    assert {pid for pid, _ in aside} >= {pid for pid, _ in workers}
+    assert all(spare == set(cores[1:]) for _, spare in aside)
+
+
+def test_spare_cores_are_those_no_placed_judge_holds(monkeypatch):
+    _cores(monkeypatch, {3, 1, 7, 5})
+    assert core_pairing.spare_cores(1) == {3, 5, 7} and core_pairing.spare_cores(2) == {5, 7}
+    assert core_pairing.spare_cores(4) == set()  # a judge on every core: an exit runs where its worker ran
+    assert core_pairing.spare_cores(5) == set()  # judges not placed at all
+    _cores(monkeypatch, {0})
+    assert core_pairing.spare_cores(1) == set()
 
 
 def test_a_worker_being_ended_leaves_its_judges_core_first(monkeypatch):
-    """Its exit (memory and page tables freed) then runs beside the judge's next student, not in its turn."""
+    """Its exit (memory and page tables freed) then runs beside the judge's work between students, on a core no
+    judge holds."""
     cores = _two_cores()
     seen, set_aside = [], core_pairing.set_aside
 
-    def recording(pid, core):
-        took = set_aside(pid, core)
-        seen.append((core, took, os.sched_getaffinity(pid)))  # the worker is still there: its pipes are open
+    def recording(pid, spare):
+        took = set_aside(pid, spare)
+        seen.append((spare, took, os.sched_getaffinity(pid)))  # the worker is still there: its pipes are open
         return took
 
     monkeypatch.setattr(core_pairing, "set_aside", recording)
     with worker_factory("grader-pairing-") as factory:
-        factory[0].core = cores[-1]
+        factory[0].core, factory[0].spare = cores[-1], frozenset(cores[:-1])
         student = remote_over(factory, SOLUTIONS)
         student.get_positional_encoding(4, 8)  # a request: its CPU is read, so the judge holds its process
         student.close()
-    assert seen and seen[0][0] == cores[-1] and seen[0][1]
-    assert cores[-1] not in seen[0][2] and seen[0][2] <= set(cores)
+    assert seen and seen[0][0] == set(cores[:-1]) and seen[0][1]
+    assert seen[0][2] == set(cores[:-1])
 
 
-def test_nothing_is_set_aside_without_a_placement_or_another_core(monkeypatch):
-    assert not core_pairing.set_aside(os.getpid(), None)
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    assert not core_pairing.set_aside(os.getpid(), 0)  # no other core: the process stays where it is
+def test_nothing_is_set_aside_without_a_spare_core():
+    assert not core_pairing.set_aside(os.getpid(), frozenset())  # the process stays where it is

@@ -72,3 +72,16 @@ def test_asking_for_huge_pages_keeps_the_memory_as_it_was():
 
 def test_workers_grow_their_heap_in_huge_pages():
     assert "glibc.malloc.hugetlb=1" in allocator.WORKER_ENV["GLIBC_TUNABLES"].split(":")
+
+
+def test_the_zygote_serves_on_when_its_ranges_cannot_be_read(monkeypatch):
+    """The collapse runs after the hello: an unreadable map must not end a zygote the judges already use."""
+    from autograder.worker import zygote
+
+    def unreadable():
+        raise OSError("no smaps here")
+
+    monkeypatch.setattr(linux, "anonymous_ranges", unreadable)
+    assert zygote._ranges() == []
+    monkeypatch.setattr(linux, "anonymous_ranges", lambda: [(0, linux.HUGE_PAGE)])
+    assert zygote._ranges() == [(0, linux.HUGE_PAGE)]

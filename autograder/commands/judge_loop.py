@@ -189,8 +189,9 @@ def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
     current tests.
     """
     with WarmJudge(sandbox, out_dir, assignment, notebook, meanwhile=meanwhile) as warm:
+        spare = core_pairing.spare_cores(1)  # read before this thread is placed
         with core_pairing.judge_on(core) as placed:
-            warm.factory.core = placed
+            warm.factory.core, warm.factory.spare = placed, spare
             _grade_each(iter(tasks), warm.factory, warm.judge, sandbox, warm.scratch_root, out_dir, done,
                         warm.notebook)
 
@@ -296,8 +297,9 @@ class WarmJudge:
         with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
             own = WorkerFactory(self.sandbox, scratch_root, self.assignment, zygote=shared)
             try:
+                spare = core_pairing.spare_cores(self.lend)  # read before this thread is placed
                 with core_pairing.judge_on(core_pairing.core_for(index, self.lend, self.sandbox.threads)) as core:
-                    own.core = core
+                    own.core, own.spare = core, spare
                     _grade_each(tasks, own, self.judge, self.sandbox, scratch_root, self.out_dir, done,
                                 self.notebook)
             finally:

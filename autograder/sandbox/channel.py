@@ -69,6 +69,7 @@ class Channel:
     shares = None  # the factory's cpu_share.CpuShares, where cgroups v2 give each worker a CPU share
     share = None  # this worker's group there, once placed
     core = None  # its judge's core (core_pairing), where the judge has one of its own
+    spare = frozenset()  # cores no judge holds (core_pairing.spare_cores): where it is ended
 
     def __init__(self, to_worker, from_worker, output):
         self._to_worker, self._from_worker, self.output = to_worker, from_worker, output
@@ -148,7 +149,7 @@ class Channel:
     def _close_pipes(self):
         if self._stat is not None:
             if self.core is not None and self._stat.cpu() is not None:  # still there: its pid is still its own
-                core_pairing.set_aside(self._stat.pid, self.core)
+                core_pairing.set_aside(self._stat.pid, self.spare)
             self._stat.close()
         for fd in (self._to_worker, self._from_worker):
             try:

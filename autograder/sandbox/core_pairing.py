@@ -9,7 +9,8 @@ each turn is a plain switch.
 Only where ``--jobs`` is at most the cores this process may use: with more judges than cores the scheduler
 balances better than a fixed plan. Time limits count CPU time, so placement changes how fast a class is graded,
 never a grade. The zygote stays free to run anywhere (it forks the next worker while the pair works), and a
-worker being ended leaves the pair's core first, so its exit (freeing its memory) runs elsewhere too.
+worker being ended moves to a core no judge holds, where there is one, so its exit (freeing its memory) runs
+there too.
 """
 
 from __future__ import annotations
@@ -44,15 +45,28 @@ def place(pid: int, core: int | None) -> bool:
     return True
 
 
-def set_aside(pid: int, core: int | None) -> bool:
-    """Let process ``pid`` (a worker being ended) run anywhere but ``core``, its judge's: what its exit costs (its
-    memory and page tables freed, a few ms) then runs beside the judge's next student, not in its turn. Whether it
-    took (no placement, no other core, or a process already gone, leave everything as it was)."""
-    if core is None:
-        return False
-    others = set(range(os.cpu_count() or 1)) - {core}
+def spare_cores(jobs: int) -> frozenset[int]:
+    """The cores this process may use that none of ``jobs`` placed judges holds (they take the first ones): where
+    a worker being ended can run its exit. Empty where judges are not placed or every core has one. Read before
+    the judge's thread is placed (it may then use its own core only)."""
     try:
-        os.sched_setaffinity(pid, others)  # the kernel keeps only the cores this machine lets us use
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset()
+    if len(cores) < 2 or jobs > len(cores):
+        return frozenset()
+    return frozenset(cores[jobs:])
+
+
+def set_aside(pid: int, cores: frozenset[int]) -> bool:
+    """Move process ``pid`` (a worker being ended) to ``cores`` (:func:`spare_cores`), off its judge's: what its
+    exit costs (its memory and page tables freed, a few ms a student) then runs beside the judge's own work
+    between students (the result written, the next student prepared), not in its turn, and never on another
+    judge's core. Whether it took (no spare core, or a process already gone, leave everything as it was)."""
+    if not cores:
+        return False
+    try:
+        os.sched_setaffinity(pid, cores)
     except (AttributeError, OSError, ValueError):
         return False
     return True

@@ -37,6 +37,7 @@ class WorkerFactory:
         self.use_zygote = sandbox.mode == "bwrap" and sandbox.fork
         self.shares = cpu_share.open_shares()  # None where cgroups v2 offer no CPU controller here
         self.core = None  # the judge's own core, when it has one (core_pairing): its workers join it there
+        self.spare = frozenset()  # cores no judge holds, where its workers are ended (core_pairing.spare_cores)
         if sandbox.mode == "uid":  # confined workers, each its own user, pass through to their own folders
             os.chmod(scratch_root, 0o711)
 
@@ -91,7 +92,7 @@ class WorkerFactory:
         return lambda: self._shared(WorkerProcess(self.sandbox, staged, scratch, self.env))
 
     def _shared(self, worker):
-        worker.shares, worker.core = self.shares, self.core
+        worker.shares, worker.core, worker.spare = self.shares, self.core, self.spare
         return worker
 
     def notebook_launcher(self, files, scratch):

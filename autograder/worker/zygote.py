@@ -308,8 +308,9 @@ def main(argv):
             pass  # that judge has gone already: its socket reads as closed below
     # What every worker inherits moves into huge pages while the zygote has nothing else to do, a piece (at most
     # 16 MiB) at a time between requests: tens to hundreds of ms in all (copies into fresh memory), which before
-    # the hello sat on the first student's path. Workers forked meanwhile just copy more page-table entries.
-    to_collapse = linux.anonymous_ranges()
+    # the hello sat on the first students' path. Workers forked meanwhile copy more page-table entries, and keep
+    # their own pages (a collapse copies the zygote's side only).
+    to_collapse = _ranges()
     while judges:
         by_socket = {judge.control: judge for judge in judges}
         readable = select.select(list(by_socket), [], [], 0 if to_collapse else None)[0]
@@ -325,11 +326,22 @@ def main(argv):
                 judge.end()
                 judges.remove(judge)
                 continue
+            message = json.loads(data)
             try:
-                _answer(judge, json.loads(data), fds, judges, pidns, nested, contract)
+                _answer(judge, message, fds, judges, pidns, nested, contract)
             except OSError:  # its judge went away mid-answer: the next read says so
                 pass
+            if to_collapse and message.get("op") == "preload":  # new mappings: the ranges read before are stale
+                to_collapse = _ranges()
     return 0
+
+
+def _ranges():
+    """:func:`linux.anonymous_ranges`, or none where they cannot be read (the zygote serves on without them)."""
+    try:
+        return linux.anonymous_ranges()
+    except (OSError, ValueError):
+        return []
 
 
 if __name__ == "__main__":
