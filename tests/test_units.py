@@ -436,6 +436,11 @@ torch, _ = main.prepare_torch(1)
 os.environ[main.WARM_UP_ENV] = sys.argv[2]
 main.warm_up(torch)
 seen = {"warm": type(sys.modules["torch._dynamo"]).__name__}
+def meta_kernels():  # where each operation's meta kernel comes from: PyTorch's Python registrations or compiled code
+    lines = [[line for line in torch._C._dispatch_dump(name).splitlines() if line.startswith("Meta:")][0]
+             for name in ("aten::addmm", "aten::masked_fill.Scalar")]
+    return ["python" if ".py:" in line else "compiled" for line in lines]
+seen["kernels"] = meta_kernels()
 from worker.session import on_fake_device, seed_everything
 before = set(sys.modules)
 seed_everything()  # what every request does first: nothing left to import in each worker
@@ -453,6 +458,10 @@ if sys.argv[1] == "submodule":  # a submodule asked for first: the real package,
 compiled = torch.compile(lambda x: x.sin() * 2, backend="eager")
 seen["compiled"] = torch.equal(compiled(x), x.sin() * 2)
 seen["after"] = type(sys.modules["torch._dynamo"]).__name__
+seen["kernels after"] = meta_kernels()
+w, b = torch.ones(3, 4), torch.ones(3)
+linear = torch.compile(torch.nn.functional.linear, backend="eager", dynamic=True)  # symbolic shapes: Python kernels
+seen["dynamic"] = all(torch.equal(linear(torch.ones(n, 4), w, b), torch.full((n, 3), 5.0)) for n in (2, 5))
 print(json.dumps(seen))
 """
 
@@ -462,7 +471,9 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     """The worker's torch answers the Python kernels' import of ``torch._dynamo`` with a stand-in (that import
     costs more than torch's own): the lesson's warm-up and a fake-device call leave the real one unloaded, the
     seeding every request starts with imports nothing more, and a submission that compiles gets the real one,
-    whichever way it first reaches for it."""
+    whichever way it first reaches for it. The meta device runs PyTorch's compiled kernels where it has them
+    (Python ones where it has no other) until something compiles: then the Python ones are back, and symbolic
+    shapes work."""
     import subprocess
     import sys
 
@@ -478,6 +489,8 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     assert seen["step"] == [[-0.5, -0.5], "StandIn"]
     assert seen["compiled"] is True and seen["after"] == "module"
     assert seen.get("once", True) is True
+    assert seen["kernels"] == ["compiled", "python"] and seen["kernels after"] == ["python", "python"]
+    assert seen["dynamic"] is True
 
 
 def test_the_grade_command_imports_torch_only_once_its_zygote_is_starting():

@@ -52,7 +52,11 @@ class StandIn(types.ModuleType):
         return False
 
     def real(self):
-        """Swap in and return the real ``torch._dynamo`` (imported now, unless an earlier swap did)."""
+        """Swap in and return the real ``torch._dynamo`` (imported now, unless an earlier swap did), with the
+        Python meta kernels its fake tensors need registered again (:mod:`.device_rules`)."""
+        from .device_rules import restore_python_meta_kernels
+
+        restore_python_meta_kernels()
         if sys.modules.get(NAME) is self:
             del sys.modules[NAME]
             if getattr(self._torch, "_dynamo", None) is self:

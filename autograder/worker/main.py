@@ -55,6 +55,9 @@ def prepare_torch(threads):
     from . import dynamo_stand_in
 
     dynamo_stand_in.install(torch)  # before any Python kernel runs: their first call would import the compiler
+    from .device_rules import prefer_compiled_meta_kernels
+
+    prefer_compiled_meta_kernels()  # the fake device's operations on PyTorch's compiled kernels, where it has them
     torch.set_num_threads(threads)
     # Full float32 matmuls everywhere, so GPU results are comparable with the CPU's.
     torch.backends.cuda.matmul.allow_tf32 = False
