@@ -2,6 +2,7 @@
 named for what they index (position and feature; query and key positions)."""
 
 import os
+from pathlib import Path
 
 import matplotlib.figure
 
@@ -65,3 +66,51 @@ def test_a_chart_whose_child_failed_is_drawn_here_instead(tmp_path):
     finish = draw_aside(Drawing(_fail_in_child, tmp_path / "chart.png", os.getpid()))
     assert finish() == tmp_path / "chart.png"
     assert int((tmp_path / "chart.png").read_text()) == os.getpid()
+
+
+_DRAWER_RUN = r"""
+import json, sys
+from pathlib import Path
+from autograder.reports import figures
+from autograder.reports.drawer import Drawer
+folder = Path(sys.argv[1])
+drawer = Drawer.start()
+drawer.warm()
+drawer.draw(figures.Drawing(figures.score_histogram, folder / "histogram.png", [1.0, 2.0, 2.0], 3.0))
+drawer.draw(figures.Drawing(figures.pass_rate_chart, folder / "rates.png", [("a check", "heads", 0.5)]))
+paths = drawer.finish()
+print(json.dumps({"paths": [str(path) for path in paths], "matplotlib here": "matplotlib" in sys.modules}))
+"""
+
+
+def test_a_runs_charts_are_drawn_by_its_drawer_and_its_own_process_never_imports_matplotlib(tmp_path):
+    """The grading process forks a drawer before it imports torch; the drawer imports matplotlib when told (the
+    start-up over), and draws what it is sent: the process that sent it never imports matplotlib."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _DRAWER_RUN, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-800:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"paths": [str(tmp_path / "histogram.png"), str(tmp_path / "rates.png")], "matplotlib here": False}
+    for name in ("histogram.png", "rates.png"):
+        assert (tmp_path / name).read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_chart_the_drawer_does_not_draw_is_drawn_by_the_run_itself(tmp_path):
+    """A drawer that refuses a drawing (only the report's charts are drawn there), or is gone, costs nothing:
+    the run draws the charts itself."""
+    from autograder.reports.drawer import Drawer
+
+    drawer = Drawer.start()
+    drawer.draw(Drawing(_write_pid, tmp_path / "refused.png"))  # not one of the drawer's charts
+    assert drawer.finish() == [tmp_path / "refused.png"]
+    assert int((tmp_path / "refused.png").read_text()) == os.getpid()
+
+    gone = Drawer.start()
+    gone.close()  # ended before anything was drawn
+    gone.draw(Drawing(_write_pid, tmp_path / "late.png"))
+    assert gone.finish() == [tmp_path / "late.png"]
+    assert int((tmp_path / "late.png").read_text()) == os.getpid()

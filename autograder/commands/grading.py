@@ -28,6 +28,7 @@ from .machine_load import LoadWatch
 from .planning import discover, plan, shard_students, without_clashes, write_shard_file
 from .progress import Progress
 from ..records.results import SubmissionResult
+from ..reports.drawer import Drawer
 from ..sandbox.isolation import Limits, Requested, Sandbox, choose_sandbox, lock_instructor_folders
 
 
@@ -51,10 +52,10 @@ def _sandbox(mode: str, limits: Limits | None, fork: bool, out_dir: Path, class_
 
 
 def warm_reporting(notebook: bool) -> None:
-    """Import what the end of a run needs (the reports' matplotlib; nbgrader's database layer when notebooks
-    are graded) while the zygote imports torch, before this process imports it: seconds off the run's end.
-    Only a head start: a failure here is left to the real use, which says it as it always did (the class is
-    graded all the same)."""
+    """Import what the end of a run needs (the reports' modules; nbgrader's database layer when notebooks are
+    graded) while the zygote imports torch, before this process imports it: seconds off the run's end (the
+    charts' matplotlib is the drawer's, :mod:`autograder.reports.drawer`). Only a head start: a failure here is
+    left to the real use, which says it as it always did (the class is graded all the same)."""
     try:
         from .. import reports  # noqa: F401 - imported for its start-up cost
 
@@ -96,23 +97,29 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     def on_done(result: SubmissionResult) -> None:
         graded.append(result)
         bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
+        drawer.warm()  # the start-up is over: the drawer imports matplotlib beside the grading, not before it
 
     watch = LoadWatch()  # timings mean little without the load they ran under
     meanwhile = functools.partial(warm_reporting, notebook=not skip_notebook)
-    if jobs == 1 or len(tasks) <= 1:
-        judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook, meanwhile,
-                   core=core_pairing.core_for(0, 1, sandbox.threads))
-    else:
-        grade_in_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, not skip_notebook, meanwhile=meanwhile)
-    bar.close()
-    if not skip_notebook and graded:
-        nbgrader_record.record_class(out_dir, graded, assignment, emit)
-    class_results = sorted(kept + graded, key=lambda result: result.student)
-    if shard is not None:
-        write_shard_file(out_dir, shard, [result.student for result in class_results])
-    from ..reports import write_reports  # matplotlib: imported while the run waited (warm_reporting), not before
+    drawer = Drawer.start()  # forked before this process imports torch (a small process then)
+    try:
+        if jobs == 1 or len(tasks) <= 1:
+            judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook, meanwhile,
+                       core=core_pairing.core_for(0, 1, sandbox.threads))
+        else:
+            grade_in_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, not skip_notebook,
+                              meanwhile=meanwhile)
+        bar.close()
+        if not skip_notebook and graded:
+            nbgrader_record.record_class(out_dir, graded, assignment, emit)
+        class_results = sorted(kept + graded, key=lambda result: result.student)
+        if shard is not None:
+            write_shard_file(out_dir, shard, [result.student for result in class_results])
+        from ..reports import write_reports  # imported while the run waited (warm_reporting), not before
 
-    write_reports(class_results, out_dir)
+        write_reports(class_results, out_dir, drawer)
+    finally:
+        drawer.close()
     load = watch.finish()
     emit(f"graded {len(graded)} submission(s) in {load.seconds:.1f} s: {load.describe(len(graded), jobs)}; "
          f"sandbox: {sandbox.mode}; results in {out_dir}")

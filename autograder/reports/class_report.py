@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from .drawer import Drawer
 from .figures import Drawing, draw_aside, pass_rate_chart, score_histogram
 from ..records.results import SubmissionResult, write_atomic
 from ..records.triage import WRITTEN, manual_line, manual_work, needs_a_look
@@ -84,22 +85,23 @@ def render(results: list[SubmissionResult], figures: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_charts(results: list[SubmissionResult], out_dir: str | Path) -> Callable[[], list[Path]]:
-    """Start drawing the report's charts (the pass rates in a child process, see :func:`figures.draw_aside`);
-    return ``finish()``, which draws the histogram, waits for the rest and returns ``[histogram, pass rates]``."""
+def start_charts(results: list[SubmissionResult], out_dir: str | Path, drawer: Drawer | None = None
+                 ) -> Callable[[], list[Path]]:
+    """Start drawing the report's charts: in ``drawer``'s process when there is one (:mod:`.drawer`), else the
+    pass rates in a child process (:func:`figures.draw_aside`) and the histogram here; return ``finish()``, which
+    waits for them and returns ``[histogram, pass rates]``."""
     out_dir = Path(out_dir)
     note = "written answers, graded by hand, are counted apart in report.md" if any(
         test.group == WRITTEN for result in results for test in result.tests) else ""
-    rates = draw_aside(Drawing(pass_rate_chart, out_dir / "figures" / "pass_rate.png", pass_rates(results),
-                               note=note))
-
-    def finish() -> list[Path]:
-        histogram = score_histogram([result.score for result in results],
-                                    max((result.max_score for result in results), default=1),
-                                    out_dir / "figures" / "score_histogram.png")
-        return [histogram, rates()]
-
-    return finish
+    histogram = Drawing(score_histogram, out_dir / "figures" / "score_histogram.png",
+                        [result.score for result in results], max((result.max_score for result in results), default=1))
+    rates = Drawing(pass_rate_chart, out_dir / "figures" / "pass_rate.png", pass_rates(results), note=note)
+    if drawer is not None:
+        drawer.draw(histogram)
+        drawer.draw(rates)
+        return drawer.finish
+    rates_drawn = draw_aside(rates)
+    return lambda: [histogram(), rates_drawn()]
 
 
 def write(results: list[SubmissionResult], out_dir: str | Path,

@@ -1,19 +1,21 @@
 """Pictures (PNG files) drawn with matplotlib's file-only backend: the class report's charts, and the heatmaps a
-lesson's hooks draw with them."""
+lesson's hooks draw with them. matplotlib is imported by the first drawing, not with this module: a grading run
+draws in a process of its own (:mod:`.drawer`), and its own process never needs it."""
 
 from __future__ import annotations
 
+import io
 import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-
-import matplotlib.patches as mpatches
-import numpy as np
-from matplotlib import colormaps
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from ..lesson.assignment import Assignment
+
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.figure import Figure
 
 
 def draw_aside(drawing: Drawing) -> Callable[[], Path]:
@@ -55,7 +57,20 @@ class Drawing:
 def _figure(**options) -> Figure:
     """A figure of its own, drawn to files only: no pyplot (its start-up and its global list of open figures),
     so a figure is freed once it is saved."""
+    from matplotlib.figure import Figure
+
     return Figure(**options)
+
+
+def warm() -> None:
+    """Import what drawing needs and draw a small figure (its backend and fonts loaded), so the first chart
+    that counts starts warm."""
+    import matplotlib.patches  # noqa: F401 - imported for its start-up cost
+    from matplotlib import colormaps  # noqa: F401
+
+    fig = _figure(figsize=(2, 1), dpi=50)
+    fig.subplots().set_title("warm-up")
+    fig.savefig(io.BytesIO(), format="png")
 
 
 def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel: str, value: str = "value"
@@ -96,6 +111,9 @@ def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path, note:
     """Horizontal bars, hardest first: the fraction of students passing each test, ``rates = [(name, group,
     fraction)]``; each bar coloured by its part, with a legend, every name in full (wrapped) and its percentage;
     ``note`` under the title (what the chart leaves out, such as written answers still pending)."""
+    import matplotlib.patches as mpatches
+    from matplotlib import colormaps
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ordered = sorted(rates, key=lambda item: (item[2], item[0]))  # by difficulty, ties by name
@@ -149,6 +167,9 @@ def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, tit
 def similarity_heatmap(table: np.ndarray, students: list[str], path: str | Path) -> Path:
     """Every pair's similarity (``table``: students x students, 0 to 1) as a heatmap with a colour bar; each
     student named on both axes while the names stay legible (60 or fewer), numbered by sorted order beyond."""
+    import numpy as np
+    from matplotlib import colormaps
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     count = len(students)

@@ -1,0 +1,165 @@
+"""A process of its own that draws a run's charts, warmed up while the class is graded.
+
+Importing matplotlib and loading its fonts costs about half a second. In the grading process it sat before the
+judge's torch import, on the first student's path. A :class:`Drawer` is forked at the start of the run instead
+(before torch is imported: a small process) and pays that cost once it is told to (:meth:`Drawer.warm`: once the
+first student is graded, when the start-up no longer needs the cores; at ``--jobs 1`` on the core no judge
+holds), then waits. At the end, each
+chart it is sent (by the name of a function of :mod:`.figures` and its arguments, as JSON) is drawn in a child of
+its own (:func:`.figures.draw_aside`), beside the reports the run writes meanwhile. A chart the drawer could not
+draw (it is gone, it failed, it was never started) is drawn in the caller's process: the figures are there
+either way.
+
+Both sides are the instructor's: nothing a submission wrote reaches the drawer but the records' numbers and names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+
+from ..worker import linux
+from . import figures
+
+DRAWINGS = ("pass_rate_chart", "score_histogram")  # what a drawer may be asked to draw
+REPLY_LIMIT = 1 << 16  # the drawer's replies: one short line per chart
+
+
+class Drawer:
+    """The run's end of a drawing process: :meth:`draw` sends charts, :meth:`finish` waits for them."""
+
+    def __init__(self, pid: int | None, to_drawer: int | None, from_drawer: int | None) -> None:
+        self._pid, self._to, self._from = pid, to_drawer, from_drawer
+        self._sent: list[figures.Drawing] = []
+        self._warmed = False
+
+    @classmethod
+    def start(cls) -> Drawer:
+        """Fork the drawing process (none where fork fails: every chart is then drawn by the caller)."""
+        requests_r, requests_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (requests_r, requests_w, replies_r, replies_w):
+                os.close(fd)
+            return cls(None, None, None)
+        if pid == 0:  # the drawer: leave without running any of the parent's exit handlers
+            code = 1
+            try:
+                code = _serve(requests_r, replies_w)
+            finally:
+                os._exit(code)
+        os.close(requests_r)
+        os.close(replies_w)
+        return cls(pid, requests_w, replies_r)
+
+    def warm(self) -> None:
+        """Let the drawer import matplotlib now (once; a drawer never told draws all the same, only later)."""
+        if self._to is not None and not self._warmed:
+            self._warmed = True
+            self._send({"warm": True})
+
+    def draw(self, drawing: figures.Drawing) -> None:
+        """Ask for ``drawing`` (a function named in :data:`DRAWINGS`, with arguments JSON can carry)."""
+        self._sent.append(drawing)
+        self._send({"function": drawing.function.__name__, "path": str(drawing.path), "args": list(drawing.args),
+                    "kwargs": drawing.kwargs})
+
+    def _send(self, request: dict) -> None:
+        if self._to is None:
+            return
+        try:
+            os.write(self._to, (json.dumps(request) + "\n").encode())  # short lines, sent before any reply is read
+        except OSError:
+            self._end()
+
+    def finish(self) -> list[Path]:
+        """Wait for every chart sent; return their paths in the order they were sent (a chart the drawer did not
+        draw is drawn here now)."""
+        drawn = []
+        if self._to is not None:
+            os.close(self._to)
+            self._to = None
+            with contextlib.suppress(OSError, ValueError):
+                drawn = [reply.get("path") for reply in map(json.loads, _read_all(self._from).splitlines())]
+        self._end()
+        sent, self._sent = self._sent, []
+        paths = []
+        for index, drawing in enumerate(sent):
+            done = index < len(drawn) and drawn[index] == str(drawing.path) and drawing.path.is_file()
+            paths.append(drawing.path if done else drawing())
+        return paths
+
+    def close(self) -> None:
+        """End the drawer without waiting for anything it was sent."""
+        if self._pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self._pid, signal.SIGKILL)
+        self._end()
+
+    def _end(self) -> None:
+        for fd in (self._to, self._from):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._to = self._from = None
+        if self._pid is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
+            self._pid = None
+
+
+def _read_all(fd: int) -> str:
+    data = b""
+    while len(data) < REPLY_LIMIT:
+        chunk = os.read(fd, REPLY_LIMIT - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data.decode()
+
+
+def _serve(requests: int, replies: int) -> int:
+    """In the drawer: keep only its pipes; warm up when asked, draw each chart asked for, each in a child; at
+    the end of the requests, reply with each one's path (or an error) in order."""
+    parent = os.getppid()
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # with the run gone, nobody would wait for its charts
+    if os.getppid() != parent:
+        return 1
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        if fd not in (0, 1, 2, requests, replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    pending = []
+    with open(requests, encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                request = json.loads(line)
+            except ValueError as error:
+                pending.append(error)
+                continue
+            if isinstance(request, dict) and request.get("warm") is True:
+                with contextlib.suppress(Exception):  # a head start only: each drawing imports what it needs
+                    figures.warm()
+                continue
+            try:
+                if request["function"] not in DRAWINGS:
+                    raise ValueError(request["function"])
+                drawing = figures.Drawing(getattr(figures, request["function"]), request["path"],
+                                          *request["args"], **request["kwargs"])
+                pending.append(figures.draw_aside(drawing))
+            except Exception as error:  # noqa: BLE001 - that chart is drawn by the run itself
+                pending.append(error)
+    with open(replies, "w", encoding="utf-8") as out:
+        for finish in pending:
+            try:
+                reply = {"error": type(finish).__name__} if isinstance(finish, Exception) else {
+                    "path": str(finish())}
+            except Exception as error:  # noqa: BLE001 - as above
+                reply = {"error": type(error).__name__}
+            out.write(json.dumps(reply) + "\n")
+    return 0
