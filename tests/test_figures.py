@@ -75,7 +75,6 @@ from autograder.reports import figures
 from autograder.reports.drawer import Drawer
 folder = Path(sys.argv[1])
 drawer = Drawer.start()
-drawer.warm()
 drawer.draw(figures.Drawing(figures.score_histogram, folder / "histogram.png", [1.0, 2.0, 2.0], 3.0))
 drawer.draw(figures.Drawing(figures.pass_rate_chart, folder / "rates.png", [("a check", "heads", 0.5)]))
 paths = drawer.finish()
@@ -84,8 +83,8 @@ print(json.dumps({"paths": [str(path) for path in paths], "matplotlib here": "ma
 
 
 def test_a_runs_charts_are_drawn_by_its_drawer_and_its_own_process_never_imports_matplotlib(tmp_path):
-    """The grading process forks a drawer before it imports torch; the drawer imports matplotlib when told (the
-    start-up over), and draws what it is sent: the process that sent it never imports matplotlib."""
+    """The grading process forks a drawer before it imports torch; the drawer imports matplotlib beside the
+    start-up and draws what it is sent: the process that sent it never imports matplotlib."""
     import json
     import subprocess
     import sys

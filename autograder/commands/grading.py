@@ -97,11 +97,10 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     def on_done(result: SubmissionResult) -> None:
         graded.append(result)
         bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
-        drawer.warm()  # the start-up is over: the drawer imports matplotlib beside the grading, not before it
 
     watch = LoadWatch()  # timings mean little without the load they ran under
     meanwhile = functools.partial(warm_reporting, notebook=not skip_notebook)
-    drawer = Drawer.start()  # forked before this process imports torch (a small process then)
+    drawer = Drawer.start()  # forked before this process imports torch (a small process then), it warms up at once
     try:
         if jobs == 1 or len(tasks) <= 1:
             judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook, meanwhile,

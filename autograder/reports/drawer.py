@@ -1,10 +1,9 @@
-"""A process of its own that draws a run's charts, warmed up while the class is graded.
+"""A process of its own that draws a run's charts, warmed up while the run starts.
 
 Importing matplotlib and loading its fonts costs about half a second. In the grading process it sat before the
 judge's torch import, on the first student's path. A :class:`Drawer` is forked at the start of the run instead
-(before torch is imported: a small process) and pays that cost once it is told to (:meth:`Drawer.warm`: once the
-first student is graded, when the start-up no longer needs the cores; at ``--jobs 1`` on the core no judge
-holds), then waits. At the end, each
+(before torch is imported: a small process), pays that cost at once, beside the start-up (where the judge is
+warm already, as in ``make bench``, on a core that would only wait for the zygote), then waits. At the end, each
 chart it is sent (by the name of a function of :mod:`.figures` and its arguments, as JSON) is drawn in a child of
 its own (:func:`.figures.draw_aside`), beside the reports the run writes meanwhile. A chart the drawer could not
 draw (it is gone, it failed, it was never started) is drawn in the caller's process: the figures are there
@@ -34,7 +33,6 @@ class Drawer:
     def __init__(self, pid: int | None, to_drawer: int | None, from_drawer: int | None) -> None:
         self._pid, self._to, self._from = pid, to_drawer, from_drawer
         self._sent: list[figures.Drawing] = []
-        self._warmed = False
 
     @classmethod
     def start(cls) -> Drawer:
@@ -56,12 +54,6 @@ class Drawer:
         os.close(requests_r)
         os.close(replies_w)
         return cls(pid, requests_w, replies_r)
-
-    def warm(self) -> None:
-        """Let the drawer import matplotlib now (once; a drawer never told draws all the same, only later)."""
-        if self._to is not None and not self._warmed:
-            self._warmed = True
-            self._send({"warm": True})
 
     def draw(self, drawing: figures.Drawing) -> None:
         """Ask for ``drawing`` (a function named in :data:`DRAWINGS`, with arguments JSON can carry)."""
@@ -124,8 +116,8 @@ def _read_all(fd: int) -> str:
 
 
 def _serve(requests: int, replies: int) -> int:
-    """In the drawer: keep only its pipes; warm up when asked, draw each chart asked for, each in a child; at
-    the end of the requests, reply with each one's path (or an error) in order."""
+    """In the drawer: keep only its pipes, warm up, then draw each chart asked for, each in a child; at the end
+    of the requests, reply with each one's path (or an error) in order."""
     parent = os.getppid()
     linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # with the run gone, nobody would wait for its charts
     if os.getppid() != parent:
@@ -134,6 +126,8 @@ def _serve(requests: int, replies: int) -> int:
         if fd not in (0, 1, 2, requests, replies):
             with contextlib.suppress(OSError):
                 os.close(fd)
+    with contextlib.suppress(Exception):  # a head start only: each drawing imports what it needs
+        figures.warm()
     pending = []
     with open(requests, encoding="utf-8") as lines:
         for line in lines:
@@ -141,10 +135,6 @@ def _serve(requests: int, replies: int) -> int:
                 request = json.loads(line)
             except ValueError as error:
                 pending.append(error)
-                continue
-            if isinstance(request, dict) and request.get("warm") is True:
-                with contextlib.suppress(Exception):  # a head start only: each drawing imports what it needs
-                    figures.warm()
                 continue
             try:
                 if request["function"] not in DRAWINGS:
