@@ -52,6 +52,19 @@ def tensors_message(handle) -> dict:
     return {"op": "tensors", "handle": handle}
 
 
+def attr_message(handle, name) -> dict:
+    return {"op": "attr", "handle": handle, "name": name}
+
+
+def child_message(handle, name) -> dict:
+    return {"op": "child", "handle": handle, "name": name}
+
+
+def grads_message(handle, args, kwargs) -> dict:
+    """A module's forward and the backward of ``sum(output ** 2)``."""
+    return {"op": "grads", "handle": handle, "args": list(args), "kwargs": kwargs}
+
+
 def encoded(message: dict) -> tuple[dict, list]:
     """``(message with its values encoded, their blobs)``."""
     blobs = []
@@ -88,8 +101,9 @@ class Pending:
 
 class Planner:
     """Stands in for the student while a case is planned: records the calls of contract names (functions and
-    constructors), a constructed module's forward and its tensors, and answers each with a :class:`Pending`.
-    Anything else (a draw, a measured call, the fake device) ends the plan."""
+    constructors, a call reporting the arguments it changed too), a constructed module's forward (reporting
+    changes or not), its tensors, gradients, attributes and layers, and answers each with a :class:`Pending`. Anything else
+    (a draw, a measured call, the fake device) ends the plan."""
 
     planning = True  # a lesson helper that would try other calls after a failure (a gate) stops instead
 
@@ -103,6 +117,11 @@ class Planner:
         self.calls.append((name, message))
         return answer
 
+    def call_reporting_changes(self, name, *args, device=None, **kwargs):
+        if name not in self._contract.names:
+            raise Unplanned(name)
+        return self.record(name, dict(call_message(name, args, kwargs, device), report_changes=True), Pending())
+
     def __getattr__(self, name):
         contract = self.__dict__.get("_contract")
         if contract is None or name not in contract.names:
@@ -115,8 +134,8 @@ class Planner:
 
 
 class PendingModule:
-    """A module the plan constructs: its forward and its tensors are planned on it (the batch names it by the
-    index of the call that made it)."""
+    """A module the plan constructs (or one of its layers): its forward, its tensors, its gradients, its
+    attributes and its layers are planned on it (the batch names it by the index of the call that made it)."""
 
     def __init__(self, planner: Planner, name: str, index: int) -> None:
         self._planner, self._name, self._made_by = planner, name, {"__item__": index}
@@ -128,8 +147,22 @@ class PendingModule:
         return self._planner.record(self._name, forward_message(self._made_by, args, kwargs, seed=int(seed)),
                                     Pending())
 
+    def forward_reporting_changes(self, *args, device=None, **kwargs):
+        return self._planner.record(self._name, forward_message(self._made_by, args, kwargs, device=device,
+                                                                report_changes=True), Pending())
+
     def tensors(self):
         return self._planner.record(self._name, tensors_message(self._made_by), Pending())
+
+    def grads(self, *args, **kwargs):
+        return self._planner.record(self._name, grads_message(self._made_by, args, kwargs), Pending())
+
+    def attr(self, name):
+        return self._planner.record(self._name, attr_message(self._made_by, name), Pending())
+
+    def child(self, name):
+        return self._planner.record(self._name, child_message(self._made_by, name),
+                                    PendingModule(self._planner, self._name, len(self._planner.calls)))
 
     def __getattr__(self, name):
         raise Unplanned(name)

@@ -19,7 +19,7 @@ import inspect
 import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -172,12 +172,29 @@ def call(case: Case, fixtures: dict[str, Any]) -> Outcome:
     kwargs = {name: fixtures[name] for name in case.fixtures}
     kwargs.update(case.params)
     try:
-        case.function(**kwargs)
+        with _calls_ahead(case.function, kwargs):
+            case.function(**kwargs)
     except pytest.skip.Exception as skip:
         return Outcome("skipped", reason=str(skip.msg or "skipped"))
     except (Exception, pytest.fail.Exception) as error:  # noqa: BLE001 - every failure is an outcome
         return Outcome("failed", error=error)
     return Outcome("passed")
+
+
+@contextlib.contextmanager
+def _calls_ahead(function: Callable[..., Any], kwargs: dict[str, Any]) -> Iterator[None]:
+    """Within the block, the calls ``function`` makes before it reads an answer go to the worker together, when
+    its ``student`` plans calls (:mod:`.ahead`): one turn between judge and worker instead of one a call. A table
+    of cases plans its own (its ``cases``), a hypothesis test none (its examples are drawn as it runs)."""
+    student = kwargs.get("student")
+    ahead = getattr(student, "calls_ahead", None)
+    if ahead is None or getattr(function, "cases", None) is not None or hasattr(function, "hypothesis"):
+        yield
+        return
+    with ahead([lambda planner: function(**dict(kwargs, student=planner))]) as turn:
+        if turn is not None:
+            turn(0)
+        yield
 
 
 def collect_rubric(hidden_dir: Path) -> list[RubricEntry]:

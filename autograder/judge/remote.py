@@ -61,7 +61,7 @@ class RemoteObject:
         return self._send(f"{self._name}.forward", ahead.forward_message(self._handle.id, args, kwargs, seed=int(seed)))
 
     def attr(self, name):
-        return self._ask("attr", f"{self._name}.{name}", name=name)
+        return self._send(f"{self._name}.{name}", ahead.attr_message(self._handle.id, name))
 
     def on_fake_device(self, *args, **kwargs):
         """Forward with the module's parameters and buffers on a fake device; see :func:`fake_result`."""
@@ -75,7 +75,7 @@ class RemoteObject:
 
     def child(self, name):
         """The submodule ``name`` as an object of its own (to run one layer alone)."""
-        value = self._ask("child", f"{self._name}.{name}", name=name)
+        value = self._send(f"{self._name}.{name}", ahead.child_message(self._handle.id, name))
         if not isinstance(value, protocol.Handle):
             raise BadValue(f"{self._name}.{name}", "no module")
         return RemoteObject(self._submission, value, self._name, self._generation)
@@ -97,7 +97,7 @@ class RemoteObject:
         name: tensor or None}}``. A failure names the step that failed: ``<Module>.forward`` when the forward
         raised or returned no tensor, ``<Module>.backward`` when the backward through it raised."""
         try:
-            reply = self._ask("grads", f"{self._name}.forward and .backward", args=list(args), kwargs=kwargs)
+            reply = self._send(f"{self._name}.forward and .backward", ahead.grads_message(self._handle.id, args, kwargs))
         except StudentError as error:
             if error.phase is None:
                 raise
@@ -114,8 +114,8 @@ class RemoteObject:
         """``(output, changed)``: the forward as :meth:`__call__` runs it, and the names of the arguments it
         changed in place (see :func:`changes_result`)."""
         label = f"{self._name}.forward"
-        reply = self._ask("method", label, method="__call__", args=list(args), kwargs=kwargs, device=device,
-                          report_changes=True)
+        reply = self._send(label, ahead.forward_message(self._handle.id, args, kwargs, device=device,
+                                                        report_changes=True))
         return changes_result(reply, label, argument_names(args, kwargs))
 
 
@@ -564,8 +564,7 @@ class RemoteSubmission:
         """``(value, changed)``: ``name(*args, **kwargs)`` called as :meth:`call` does, and the names of the
         arguments the call changed in place (``arg0``, ``arg1``... by position, keywords by name; empty when it
         left every input as it was). The worker copies the arguments only for such a call."""
-        reply = self.request(name, name, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs,
-                                          "device": device, "report_changes": True})
+        reply = self.request(name, name, dict(ahead.call_message(name, args, kwargs, device), report_changes=True))
         value, changed = changes_result(reply, name, argument_names(args, kwargs))
         return _no_handle(name, value), changed
 

@@ -34,7 +34,7 @@ from .protocol import DTYPES, MAX_DEPTH, MAX_NODES, decode, encode
 
 MESSAGE_LIMIT = 400
 MAX_BATCH = 64  # requests in one batch (a table of cases sends a few dozen at most)
-BATCHED_OPS = ("new", "call", "method", "tensors")
+BATCHED_OPS = ("new", "call", "method", "tensors", "grads", "attr", "child")
 NOTEBOOK_OPS = ("cell", "names", "nbcall")
 # Operations that run the student's code: each starts from the same random state, so weights drawn in an
 # ``__init__`` (or any draw) are the same in every run, whatever ran before in this worker.
@@ -292,11 +292,13 @@ class Session:
         """Run a batch's requests in order, each as :meth:`handle` runs it alone; return ``{"batch": [replies],
         "blob_counts": [blobs of each reply]}``.
 
-        The judge sends the calls of a table of cases ahead of its checks (``judge/ahead.py``): one turn between
+        The judge sends the calls a check makes before it reads an answer (a table of cases: every case's) ahead
+        of its checks (``judge/ahead.py``): one turn between
         judge and worker instead of one a call. Each item comes with its own blobs (``blob_counts``, in order)
         and its reply gets its own, so an item reads and writes blobs as it would alone. An item may name the
-        object an earlier item made (``"handle": {"__item__": index}``). Only calls and reads of a module's
-        tensors are batched; every reply is data the judge checks as it checks any reply."""
+        object an earlier item made (``"handle": {"__item__": index}``). Only calls (gradients included) and reads
+        of a module's tensors, attributes and layers are batched; every reply is data the judge checks as it
+        checks any reply."""
         items, counts = message.get("items"), message.get("blob_counts")
         if (not isinstance(items, list) or len(items) > MAX_BATCH or not isinstance(counts, list)
                 or len(counts) != len(items) or not all(type(n) is int and n >= 0 for n in counts)

@@ -9,7 +9,7 @@ tests); structure and gradients are fetched as tensors and confirmed by recomput
 import torch
 
 from autograder.judge.rubric import graded
-from .support import MODULE_PARTS, PROJECTIONS, close, each_case, expected_attention, first, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
+from .support import MODULE_PARTS, PROJECTIONS, Later, close, each_case, expected_attention, first, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
 
 ATTEND = ("scaled_dot_product_attention",)
 MODULE = (*MODULE_PARTS, "MultiHeadAttention")  # the parts first: a module check waits for the parts it uses
@@ -161,10 +161,12 @@ def test_attention_is_stable_on_large_scores(student):
 
 def _layers(student, bias):
     """Each projection fetched as tensors, then run alone by the worker and recomputed here."""
-    module = student.MultiHeadAttention(12, 3)
-    state = module.tensors()
+    module, x = student.MultiHeadAttention(12, 3), randn(2, 5, 12, seed=24)
+    state = Later(module.tensors)
+    runs = {name: Later(lambda name=name: module.child(name)(x)) for name in PROJECTIONS}  # before any is read
+    state = state.get()
     assert isinstance(state, dict) and isinstance(state.get("parameters"), dict), "no parameters"
-    parameters, x = state["parameters"], randn(2, 5, 12, seed=24)
+    parameters = state["parameters"]
     for name in PROJECTIONS:
         weight = tensor(parameters.get(f"{name}.weight"), (12, 12))
         if bias:
@@ -172,7 +174,7 @@ def _layers(student, bias):
         else:
             offset = parameters.get(f"{name}.bias")
             offset = torch.zeros(12) if offset is None else tensor(offset, (12,))
-        close(module.child(name)(x), x @ weight.T + offset)
+        close(runs[name].get(), x @ weight.T + offset)
     return module
 
 
@@ -203,8 +205,9 @@ def test_module_shapes(student, batch, seq, heads, head_dim):
     d_model = heads * head_dim
     module = student.MultiHeadAttention(d_model, heads)
     x = randn(batch, seq, d_model, seed=16)
-    tensor(module(x), (batch, seq, d_model))
-    out, weights = pair(module(x, return_weights=True))
+    alone, both = Later(lambda: module(x)), Later(lambda: module(x, return_weights=True))
+    tensor(alone.get(), (batch, seq, d_model))
+    out, weights = pair(both.get())
     tensor(out, (batch, seq, d_model))
     tensor(weights, (batch, heads, seq, seq))
 
@@ -215,10 +218,12 @@ def test_module_shapes(student, batch, seq, heads, head_dim):
 @needs(*MODULE)
 def test_module_matches_torch_output(student):
     """The output agrees with torch.nn.MultiheadAttention given the same weights"""
-    for d_model, heads, seq in ((16, 4, 6), (12, 3, 1), (8, 1, 5)):
-        module, weights, twin = module_and_twin(student, d_model, heads)
-        x = randn(2, seq, d_model, seed=17)
-        out = tensor(module(x), (2, seq, d_model))
+    sizes = [(d_model, heads, randn(2, seq, d_model, seed=17)) for d_model, heads, seq in ((16, 4, 6), (12, 3, 1),
+                                                                                          (8, 1, 5))]
+    started = [module_and_twin(student, d_model, heads, lambda module, x=x: module(x)) for d_model, heads, x in sizes]
+    for (d_model, heads, x), read in zip(sizes, started):
+        _, weights, twin, answer = read()
+        out = tensor(answer, x.shape)
         assert any(is_close(out, expected) for expected, _ in expected_attention(student, weights, twin, x, heads)), \
             "output differs"
 
@@ -229,9 +234,9 @@ def test_module_matches_torch_output(student):
 @needs(*MODULE)
 def test_module_matches_torch_weights(student):
     """Per-head weights agree with torch.nn.MultiheadAttention"""
-    module, weights, twin = module_and_twin(student, 16, 4)
     x = randn(2, 5, 16, seed=18)
-    _, per_head = pair(module(x, return_weights=True))
+    _, weights, twin, answer = module_and_twin(student, 16, 4, lambda module: module(x, return_weights=True))()
+    _, per_head = pair(answer)
     assert any(is_close(per_head, expected) for _, expected in expected_attention(student, weights, twin, x, 4)), \
         "per-head weights differ"
 
@@ -242,10 +247,11 @@ def test_module_matches_torch_weights(student):
 @needs(*MODULE, "attention mask")
 def test_module_mask(student):
     """A causal mask reaches every head"""
-    module, weights, twin = module_and_twin(student, 8, 2)
     x = randn(2, 5, 8, seed=19)
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
-    out, masked = pair(module(x, mask=causal, return_weights=True))
+    module, weights, twin, answer = module_and_twin(student, 8, 2,
+                                                    lambda module: module(x, mask=causal, return_weights=True))()
+    out, masked = pair(answer)
     # Per-head weights as torch's or the student's own parts' give them, or the module's own unmasked weights
     # with the blocked keys removed; or, for weights of another shape (their own check's concern), the output.
     # Every query keeps a key under a causal mask: NaN is never right here.
@@ -263,10 +269,11 @@ def test_module_mask(student):
 @needs(*MODULE, "attention mask")
 def test_module_accepts_a_padding_mask(student):
     """A padding mask reaches every head"""
-    module, weights, twin = module_and_twin(student, 8, 2)
     x = randn(2, 5, 8, seed=39)
     padding = torch.tensor([[True] * 5, [True, True, True, False, False]]).reshape(2, 1, 1, 5)
-    out, masked = pair(module(x, mask=padding, return_weights=True))
+    module, weights, twin, answer = module_and_twin(student, 8, 2,
+                                                    lambda module: module(x, mask=padding, return_weights=True))()
+    out, masked = pair(answer)
     # As the causal mask's check: torch's or the student's own parts' weights, or else the module's own unmasked
     # weights with the padded keys removed (its math is the other checks' concern).
     for expected_out, expected in expected_attention(student, weights, twin, x, 2, mask=padding):
@@ -283,9 +290,8 @@ def test_module_accepts_a_padding_mask(student):
 @needs(*MODULE)
 def test_gradients_reach_every_projection(student):
     """Gradients reach all four projections"""
-    module, weights, twin = module_and_twin(student, 8, 2)
     x = randn(2, 4, 8, seed=20)
-    reply = module.grads(x)
+    module, weights, twin, reply = module_and_twin(student, 8, 2, lambda module: module.grads(x))()
     assert isinstance(reply, dict) and isinstance(reply.get("grads"), dict), "no gradients"
     out, grads = tensor(reply.get("output"), (2, 4, 8)), reply["grads"]
     for name in PROJECTIONS:

@@ -9,6 +9,7 @@ import zlib
 
 import torch
 
+from autograder.judge.ahead import Unplanned
 from autograder.judge.failures import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
 from autograder.judge.rubric import NotChecked, WrongShape
 from autograder.worker.protocol import Handle, Unsupported, device_of
@@ -57,6 +58,27 @@ def each_case(count=4, examples=(), **choices):
         return run
 
     return decorate
+
+
+class Later:
+    """A call made now whose answer is read later (:meth:`get`): a check that makes its calls before it reads any
+    answer sends them to the worker together (one turn, see the engine's judge/ahead.py). What the call raised is
+    raised by :meth:`get`, so each answer fails where it is read, as if the call had been made there."""
+
+    __slots__ = ("_value", "_error")
+
+    def __init__(self, call):
+        try:
+            self._value, self._error = call(), None
+        except Unplanned:  # while planning, a call that is not planned ends the plan here, as it always did
+            raise
+        except Exception as error:  # noqa: BLE001 - raised where the answer is read
+            self._value, self._error = None, error
+
+    def get(self):
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _with_student(check, args, kwargs, case, student):
@@ -181,10 +203,9 @@ def recurrence_residual(table):
 PROJECTIONS = load_public_checks().PROJECTIONS
 
 
-def projections(module, d_model):
-    """The four projections' ``(weight, bias)`` fetched from the student's module as tensors (every parameter by
-    every name, aliases included); a missing bias is zeros (the bias is checked on its own)."""
-    state = module.tensors()
+def projections(state, d_model):
+    """The four projections' ``(weight, bias)`` from a module's fetched tensors (``module.tensors()``: every
+    parameter by every name, aliases included); a missing bias is zeros (the bias is checked on its own)."""
     assert isinstance(state, dict) and isinstance(state.get("parameters"), dict), "no parameters"
     parameters = state["parameters"]
     weights = {}
@@ -223,11 +244,21 @@ def gradient_agrees(claimed: float, measured: float, loss: float) -> bool:
     return abs(claimed - measured) <= 1e-2 * abs(measured) + AGREE_FLOOR * abs(loss)
 
 
-def module_and_twin(student, d_model, num_heads):
-    """A student's MultiHeadAttention, its projections (fetched) and ``torch.nn.MultiheadAttention`` with them."""
-    module = student.MultiHeadAttention(d_model, num_heads)
-    weights = projections(module, d_model)
-    return module, weights, torch_twin(weights, d_model, num_heads)
+def module_and_twin(student, d_model, num_heads, run=lambda module: None):
+    """A student's MultiHeadAttention, its projections (fetched), ``torch.nn.MultiheadAttention`` with them and
+    the answer of ``run(module)``; ``(module, weights, twin, answer)``, read by the function returned. Every call
+    is made at once, before any answer is read (see :class:`Later`): several modules started before the first is
+    read go to the worker together. Each answer fails where it is read, in that order."""
+    module = Later(lambda: student.MultiHeadAttention(d_model, num_heads))
+    state = Later(lambda: module.get().tensors())
+    answer = Later(lambda: run(module.get()))
+
+    def read():
+        made = module.get()
+        weights = projections(state.get(), d_model)
+        return made, weights, torch_twin(weights, d_model, num_heads), answer.get()
+
+    return read
 
 
 def expected_attention(student, weights, twin, x, num_heads, mask=None):
