@@ -37,10 +37,14 @@ def test_attention_accepts_any_number_of_leading_dimensions(student):
     """scaled_dot_product_attention accepts any number of leading dimensions"""
     # Judged against the submission's own (batch, heads, seq, d) answer: only the rank is this check's concern.
     q, k, v = randn(1, 2, 3, 4, seed=25), randn(1, 2, 5, 4, seed=26), randn(1, 2, 5, 3, seed=27)
-    out, weights = pair(student.scaled_dot_product_attention(q, k, v))
+    indices = ((0, 0), (0,), (None,))
+    answers = [Later(lambda: student.scaled_dot_product_attention(q, k, v))] + [  # every call before any read
+        Later(lambda index=index: student.scaled_dot_product_attention(q[index], k[index], v[index]))
+        for index in indices]
+    out, weights = pair(answers[0].get())
     tensor(out, (1, 2, 3, 3))
-    for index in ((0, 0), (0,), (None,)):
-        small_out, small_weights = pair(student.scaled_dot_product_attention(q[index], k[index], v[index]))
+    for index, answer in zip(indices, answers[1:]):
+        small_out, small_weights = pair(answer.get())
         close(small_out, out[index], atol=1e-6)
         close(small_weights, weights[index], atol=1e-6)
 
@@ -95,12 +99,14 @@ def renormalised(weights, mask):
 def test_attention_mask(student):
     """Masked keys get zero weight and the mask broadcasts"""
     q, k, v = randn(2, 2, 4, 4, seed=10), randn(2, 2, 4, 4, seed=11), randn(2, 2, 4, 4, seed=12)  # d_v = d
-    out, weights = pair(student.scaled_dot_product_attention(q, k, v))
-    follows_weights = is_close(out, weights.double() @ v.double())
     causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))  # (seq_q, seq_k), and a (batch, 1, 1, seq_k) padding
     padding = torch.tensor([[True, True, True, False], [True, True, False, False]]).reshape(2, 1, 1, 4)
-    for mask in (causal, padding):
-        masked_out, masked = pair(student.scaled_dot_product_attention(q, k, v, mask=mask))
+    answers = [Later(lambda mask=mask: student.scaled_dot_product_attention(q, k, v, mask=mask))
+               for mask in (None, causal, padding)]  # every call before any read
+    out, weights = pair(answers[0].get())
+    follows_weights = is_close(out, weights.double() @ v.double())
+    for mask, answer in zip((causal, padding), answers[1:]):
+        masked_out, masked = pair(answer.get())
         full = mask.expand(2, 2, 4, 4)
         matched = [nan for expected, nan in renormalised(weights, full)
                    if is_close(masked, expected, atol=1e-6, equal_nan=nan)]
@@ -132,14 +138,18 @@ def test_attention_zeroes_queries_with_every_key_blocked(student):
 def test_attention_rejects_a_non_boolean_mask(student):
     """A mask that is not boolean raises TypeError"""
     q = randn(1, 2, 3, 4, seed=34)
+    answers = [Later(lambda mask=mask: student.scaled_dot_product_attention(q, q, q, mask=mask))
+               for mask in (torch.ones(3, 3), torch.ones(3, 3, dtype=torch.long))]  # every call before any read
+    module = Later(lambda: student.MultiHeadAttention(8, 2))
+    forward = Later(lambda: module.get()(randn(2, 3, 8, seed=35), mask=torch.ones(3, 3)))
     with first(student, *ATTEND):
-        for mask in (torch.ones(3, 3), torch.ones(3, 3, dtype=torch.long)):
+        for answer in answers:
             with student_raises("TypeError"):
-                student.scaled_dot_product_attention(q, q, q, mask=mask)
+                answer.get()
     with first(student, *MODULE):
-        module = student.MultiHeadAttention(8, 2)
+        module.get()
         with student_raises("TypeError"):
-            module(randn(2, 3, 8, seed=35), mask=torch.ones(3, 3))
+            forward.get()
 
 
 @graded(2, "Use a numerically stable softmax (torch.softmax subtracts each row's maximum): exponentiating "
@@ -159,11 +169,13 @@ def test_attention_is_stable_on_large_scores(student):
     close(big_out, out, atol=1e-4)
 
 
-def _layers(student, bias):
-    """Each projection fetched as tensors, then run alone by the worker and recomputed here."""
+def _layers(student, bias, attributes=()):
+    """Each projection fetched as tensors, then run alone by the worker and recomputed here; the module's
+    ``attributes``, asked for with the rest, returned unread (each a :class:`Later`)."""
     module, x = student.MultiHeadAttention(12, 3), randn(2, 5, 12, seed=24)
     state = Later(module.tensors)
     runs = {name: Later(lambda name=name: module.child(name)(x)) for name in PROJECTIONS}  # before any is read
+    values = [Later(lambda name=name: module.attr(name)) for name in attributes]
     state = state.get()
     assert isinstance(state, dict) and isinstance(state.get("parameters"), dict), "no parameters"
     parameters = state["parameters"]
@@ -175,7 +187,7 @@ def _layers(student, bias):
             offset = parameters.get(f"{name}.bias")
             offset = torch.zeros(12) if offset is None else tensor(offset, (12,))
         close(runs[name].get(), x @ weight.T + offset)
-    return module
+    return values
 
 
 @graded(2, "MultiHeadAttention has four nn.Linear(d_model, d_model) layers named q_linear, k_linear, v_linear "
@@ -183,8 +195,8 @@ def _layers(student, bias):
 @needs("MultiHeadAttention")
 def test_module_layers(student):
     """MultiHeadAttention has the four projections and the head sizes"""
-    module = _layers(student, bias=False)
-    assert module.attr("num_heads") == 3 and module.attr("head_dim") == 4, "num_heads / head_dim"
+    num_heads, head_dim = _layers(student, bias=False, attributes=("num_heads", "head_dim"))
+    assert num_heads.get() == 3 and head_dim.get() == 4, "num_heads / head_dim"
 
 
 @graded(1, "Each of the four projections has a bias (nn.Linear's default, bias=True), as torch.nn.MultiheadAttention "
@@ -343,9 +355,10 @@ def test_indivisible_width_raises_value_error(student):
 def test_module_refuses_input_that_is_not_3d(student):
     """MultiHeadAttention refuses input that is not 3-D"""
     module = student.MultiHeadAttention(8, 2)
-    for x in (randn(5, 8, seed=36), randn(1, 2, 5, 8, seed=37)):
+    answers = [Later(lambda x=x: module(x)) for x in (randn(5, 8, seed=36), randn(1, 2, 5, 8, seed=37))]
+    for answer in answers:
         with student_raises("ValueError"):
-            module(x)
+            answer.get()
 
 
 @graded(1, "forward is a function of its input: the same input gives the same output, so no dropout or other "
