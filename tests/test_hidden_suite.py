@@ -1,5 +1,6 @@
 """How the judge collects and calls the hidden tests, and the case tables they use."""
 
+import contextlib
 import inspect
 import subprocess
 import sys
@@ -154,3 +155,57 @@ def test_an_instructor_can_run_the_hidden_tests_by_hand():
                          cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:]
     assert " passed" in run.stdout and "failed" not in run.stdout
+
+
+class _PlanningStudent(str):
+    """A student that plans: each check is planned first (called with a planner in its place), then run."""
+
+    def __init__(self, value):
+        self.planned = []
+
+    @contextlib.contextmanager
+    def calls_ahead(self, cases):
+        for case in cases:
+            self.planned.append(case("PLANNER"))
+        yield lambda index: None
+
+
+def test_each_check_plans_its_calls_first_save_a_table_of_cases_and_a_hypothesis_test(tmp_path):
+    """Every check that takes the student is planned before it runs (its calls made before it reads an answer
+    go to the worker together, see judge/ahead.py); a table of cases plans its own cases, and a hypothesis test
+    draws its examples as it runs, so neither is planned here."""
+    folder = tmp_path / "hidden"
+    folder.mkdir()
+    (folder / "pytest.ini").write_text(INI)
+    (folder / "check_plans.py").write_text(textwrap.dedent('''
+        from autograder.judge.rubric import graded
+
+        def _seen(student):
+            return "planned" if student == "PLANNER" else "ran"
+
+        @graded(1, "plain")
+        def test_plain(student):
+            """Plain"""
+            return _seen(student)
+
+        @graded(1, "table")
+        def test_table(student):
+            """Table"""
+            return _seen(student)
+        test_table.cases = [{}]
+
+        @graded(1, "drawn")
+        def test_drawn(student):
+            """Drawn"""
+            return _seen(student)
+        test_drawn.hypothesis = object()
+
+        @graded(1, "no student")
+        def test_reference_only(reference):
+            """Reference only"""
+    '''))
+    suite = HiddenSuite.collect(folder)
+    student = _PlanningStudent("S")
+    outcomes = {case.entry.id: outcome.state for case, outcome in suite.run({"student": student, "reference": "R"})}
+    assert outcomes == dict.fromkeys(("test_plain", "test_table", "test_drawn", "test_reference_only"), "passed")
+    assert student.planned == ["planned"]  # test_plain's plan, and no other

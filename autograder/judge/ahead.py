@@ -1,18 +1,19 @@
-"""Calls sent ahead: the calls of a table of cases, planned before its checks run and sent to the worker at once.
+"""Calls sent ahead: the calls a check makes before it reads an answer, planned before it runs and sent to the
+worker at once.
 
-A check run once per case (a lesson's table of sizes) makes the same few calls for every case, their arguments
-taken from the case alone. Run first with a :class:`Planner` in place of the student, each case records the
-calls it makes before it reads an answer: the answers are :class:`Pending` (no tensor), so the check stops at
-the first one it reads. When the check then runs for real, its first call sends every planned call in one
-batch (one turn between judge and worker instead of one a call), and each later call whose message is byte for
-byte a planned one takes that one's reply. A reply is read exactly as if it had come alone, with the same
+A check makes its calls with arguments of its own (a table of cases: taken from each case alone) and reads the
+answers after. Run first with a :class:`Planner` in place of the student, the check (each case of a table)
+records the calls it makes before it reads an answer: the answers are :class:`Pending` (no tensor), so the check
+stops at the first one it reads. When the check then runs for real, its first call sends every planned call in
+one batch (one turn between judge and worker instead of one a call), and each later call whose message is byte
+for byte a planned one takes that one's reply. A reply is read exactly as if it had come alone, with the same
 checks and the same failures; a batch that fails as a whole (a crash, a hang, a malformed reply, more than
 :data:`BATCH_SECONDS` of CPU) is forgiven and its calls are made one at a time, as without a plan, and so are
-the submission's later tables.
+the submission's later checks.
 
 What changes is when the worker runs a call: the planned calls of later cases run before the checks of earlier
-ones read their answers, and a case after a failing one has had its calls made (unread; what they print is in
-the student's output). Every request starts from the same seed, so only a submission whose answers depend on the
+ones read their answers, and a call after a failing one has been made (unread; what it prints is in the
+student's output). Every request starts from the same seed, so only a submission whose answers depend on the
 order of its calls can tell.
 """
 
