@@ -174,3 +174,23 @@ def test_a_plan_ends_at_the_first_answer_read_and_numbers_objects_for_the_whole_
                                                                       (1, "method")]
     assert [message["handle"] for _, _, message in calls if message["op"] == "method"] == [{"__item__": 0},
                                                                                          {"__item__": 2}]
+
+
+def test_a_call_a_check_never_reaches_is_never_made_and_costs_the_checks_after_it_nothing(judge, factory, tmp_path,
+                                                                                        monkeypatch):
+    """A check plans every call it reads later (support.Later), but when it runs it makes each where it reads it,
+    in its own order: a call after a failing one is never made. Here split_heads raises the wrong error for the
+    first bad shape and hangs on the second, which the bad-shape check never reaches: the batch that ran it ahead
+    is forgiven, the judge does not learn there that split_heads hangs, and the later checks of split_heads on
+    good shapes keep their points, as without batches."""
+    folder = submission(tmp_path, Edit("heads.py", "    if x.dim() != 3:\n",
+                                       "    if x.shape[-1] == 10:\n        raise TypeError('not this one')\n"
+                                       "    if x.dim() == 2 and x.shape[-1] == 12:\n        while True:\n            pass\n"
+                                       "    if x.dim() != 3:\n"))
+    batched, trips = grade(judge, factory, folder, monkeypatch, batches=True)
+    alone, _ = grade(judge, factory, folder, monkeypatch, batches=False)
+    same_outcome(batched, alone)
+    outcomes = {test.id: test.status for test in batched.tests}
+    assert outcomes["test_bad_shapes_raise_value_error"] == "failed" and "batch" in trips
+    # split_heads after the bad-shape check, on good shapes: not taken for a function that hung
+    assert outcomes["test_inputs_are_left_unchanged"] == outcomes["test_split_shape"] == "passed"

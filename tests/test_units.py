@@ -675,3 +675,65 @@ def test_the_reports_head_start_never_stops_a_run(monkeypatch):
     assert tried == [True], "it did try: the failure was met and kept from the run"
     grading.warm_reporting(notebook=False)
     assert tried == [True], "no notebook graded: nbgrader is not needed"
+
+
+_KERNEL_SETS = r"""
+import json, sys
+import torch
+from worker.device_rules import DeviceRules, prefer_compiled_meta_kernels
+f, d = torch.float32, torch.float64
+def t(*shape, dtype=f, device="cpu"):
+    return torch.zeros(*shape, dtype=dtype, device=device)
+cases = {  # each with operands of two dtypes where the CPU and a GPU refuse them, and some where they do not
+    "mm": lambda dev: t(3, 4, device=dev) @ t(4, 5, dtype=d, device=dev),
+    "bmm": lambda dev: t(2, 3, 4, device=dev) @ t(2, 4, 5, dtype=d, device=dev),
+    "4-d matmul": lambda dev: t(2, 2, 3, 4, device=dev) @ t(2, 2, 4, 5, dtype=d, device=dev),
+    "linear": lambda dev: torch.nn.functional.linear(t(2, 3, 4, dtype=d, device=dev), t(5, 4, device=dev),
+                                                     t(5, device=dev)),
+    "linear, no bias": lambda dev: torch.nn.functional.linear(t(2, 3, 4, dtype=d, device=dev), t(5, 4, device=dev)),
+    "addmm": lambda dev: torch.addmm(t(5, dtype=d, device=dev), t(3, 4, device=dev), t(4, 5, device=dev)),
+    "baddbmm": lambda dev: torch.baddbmm(t(2, 3, 5, device=dev), t(2, 3, 4, device=dev), t(2, 4, 5, dtype=d,
+                                                                                           device=dev)),
+    "einsum": lambda dev: torch.einsum("bij,bjk->bik", t(2, 3, 4, device=dev), t(2, 4, 5, dtype=d, device=dev)),
+    "mv": lambda dev: t(3, 4, device=dev) @ t(4, dtype=d, device=dev),
+    "add": lambda dev: t(3, 4, device=dev) + t(3, 4, dtype=d, device=dev),
+    "where": lambda dev: torch.where(torch.ones(3, 4, dtype=torch.bool, device=dev), t(3, 4, device=dev),
+                                     t(3, 4, dtype=d, device=dev)),
+    "matmul of one dtype": lambda dev: t(2, 3, 4, dtype=d, device=dev) @ t(2, 4, 5, dtype=d, device=dev),
+}
+def outcome(case, device):
+    try:
+        if device == "meta":
+            with DeviceRules():
+                value = case(device)
+        else:
+            value = case(device)
+        return ["ok", str(value.dtype), list(value.shape)]
+    except RuntimeError:
+        return ["refused"]
+seen = {"cpu": {name: outcome(case, "cpu") for name, case in cases.items()},
+        "python kernels": {name: outcome(case, "meta") for name, case in cases.items()}}
+prefer_compiled_meta_kernels()
+seen["compiled kernels"] = {name: outcome(case, "meta") for name, case in cases.items()}
+print(json.dumps(seen))
+"""
+
+
+def test_the_fake_device_refuses_operands_of_two_dtypes_as_the_cpu_does_on_either_kernel_set():
+    """The matrix products refuse operands of two dtypes on the CPU and a GPU; the meta device's kernels (Python's
+    and compiled alike) let some through. Under the device rules the fake device agrees with the CPU on every one,
+    with either set of meta kernels (a submission that compiles gets Python's back), so a device check never
+    passes code the CPU refuses, nor the other way round."""
+    import subprocess
+    import sys
+
+    from autograder.sandbox.isolation import WORKER_DIR
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(WORKER_DIR.parent), "HOME": "/nonexistent"}
+    done = subprocess.run([sys.executable, "-B", "-c", _KERNEL_SETS], capture_output=True, text=True, timeout=300,
+                          env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-800:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["python kernels"] == seen["cpu"] and seen["compiled kernels"] == seen["cpu"]
+    assert [name for name, result in seen["cpu"].items() if result == ["refused"]] == [
+        "mm", "bmm", "4-d matmul", "linear", "linear, no bias", "addmm", "baddbmm", "einsum", "mv"]

@@ -459,6 +459,16 @@ class RemoteSubmission:
             raise
 
     @contextlib.contextmanager
+    def alone(self):
+        """Within the block, every call is asked alone: none takes a reply the worker gave ahead (a check's gate
+        makes calls of its own, which must not take the answers its check's planned calls got)."""
+        planned, self.ahead = self.ahead, None
+        try:
+            yield
+        finally:
+            self.ahead = planned
+
+    @contextlib.contextmanager
     def calls_ahead(self, cases):
         """Within the block, the calls ``cases`` make (each called with a stand-in for this submission, see
         :mod:`.ahead`) go to the worker in one batch when the first of them is made; outside it, nothing is kept."""
@@ -549,11 +559,8 @@ class RemoteSubmission:
         self._ensure_module(self.contract.names[name], name)  # the import is not the call's work
         worker = self._worker(name)
         before = worker.precise_cpu()
-        planned, self.ahead = self.ahead, None  # measured: asked alone, never answered from a batch
-        try:
+        with self.alone():  # measured: asked alone, never answered from a batch
             value = self.call(name, *args, **kwargs)
-        finally:
-            self.ahead = planned
         worker = self._worker(name)
         return value, max(worker.precise_cpu() - before, 0.0)
 

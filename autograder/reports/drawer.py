@@ -17,14 +17,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
+import time
 from pathlib import Path
 
+from ..sandbox import strays
 from ..worker import linux
 from . import figures
 
 DRAWINGS = ("pass_rate_chart", "score_histogram")  # what a drawer may be asked to draw
 REPLY_LIMIT = 1 << 16  # the drawer's replies: one short line per chart
+# The charts take about a second; a drawer (or a drawing child) that hangs is ended after this, and the run draws
+# them itself.
+DRAW_SECONDS = 120.0
 
 
 class Drawer:
@@ -33,6 +39,11 @@ class Drawer:
     def __init__(self, pid: int | None, to_drawer: int | None, from_drawer: int | None) -> None:
         self._pid, self._to, self._from = pid, to_drawer, from_drawer
         self._sent: list[figures.Drawing] = []
+        self._pidfd = None
+        if pid is not None:
+            # Named by a descriptor, never by its pid again: a pid reaped elsewhere may be another process's.
+            self._pidfd = os.pidfd_open(pid)
+            strays.started(pid)  # --sandbox none: the judge's own child, not a stray of a worker's
 
     @classmethod
     def start(cls) -> Drawer:
@@ -67,7 +78,7 @@ class Drawer:
         try:
             os.write(self._to, (json.dumps(request) + "\n").encode())  # short lines, sent before any reply is read
         except OSError:
-            self._end()
+            self.close()
 
     def finish(self) -> list[Path]:
         """Wait for every chart sent; return their paths in the order they were sent (a chart the drawer did not
@@ -76,9 +87,9 @@ class Drawer:
         if self._to is not None:
             os.close(self._to)
             self._to = None
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, TimeoutError):
                 drawn = [reply.get("path") for reply in map(json.loads, _read_all(self._from).splitlines())]
-        self._end()
+        self.close()
         sent, self._sent = self._sent, []
         paths = []
         for index, drawing in enumerate(sent):
@@ -87,27 +98,28 @@ class Drawer:
         return paths
 
     def close(self) -> None:
-        """End the drawer without waiting for anything it was sent."""
-        if self._pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(self._pid, signal.SIGKILL)
-        self._end()
-
-    def _end(self) -> None:
+        """End the drawer (at once: whatever it was still drawing is drawn by the caller) and reap it."""
         for fd in (self._to, self._from):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._to = self._from = None
-        if self._pid is not None:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self._pid, 0)
-            self._pid = None
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED)
+            os.close(self._pidfd)
+            strays.ended(self._pid)
+        self._pid = self._pidfd = None
 
 
 def _read_all(fd: int) -> str:
-    data = b""
+    """What the drawer replied, once it closes its end (within :data:`DRAW_SECONDS`, else TimeoutError)."""
+    data, deadline = b"", time.monotonic() + DRAW_SECONDS
     while len(data) < REPLY_LIMIT:
+        if not select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))[0]:
+            raise TimeoutError("the drawer did not reply in time")
         chunk = os.read(fd, REPLY_LIMIT - len(data))
         if not chunk:
             break

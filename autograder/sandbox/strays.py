@@ -31,7 +31,8 @@ def adopt_orphans() -> None:
 
 
 def started(pid: int) -> None:
-    """An unisolated worker is running as ``pid`` (spared by :func:`end_strays` until :func:`ended`)."""
+    """An unisolated worker (or another child of the kit's own, such as the report's drawer) is running as ``pid``
+    (spared by :func:`end_strays` until :func:`ended`)."""
     _workers.add(pid)
 
 

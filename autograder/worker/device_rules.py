@@ -8,7 +8,8 @@ so :class:`DeviceRules` checks every operation's tensors as CUDA would, then
 runs it on meta with any CPU 0-dim argument moved there. These are the rules
 PyTorch's fake tensors apply (``_find_common_device``), at a fraction of their
 cost: a fake-tensor call touches thousands of the warm worker's pages, each a
-copy-on-write fault in a fresh fork.
+copy-on-write fault in a fresh fork. The matrix products also refuse operands of
+two dtypes, as the GPU and the CPU do (the meta kernels let some through).
 """
 
 import torch
@@ -19,6 +20,14 @@ _aten = torch.ops.aten
 MIXED_DEVICES = frozenset({_aten.copy_.default, _aten._to_copy.default, _aten._foreach_copy.default,
                            _aten.index.Tensor, _aten.index_put.default, _aten.index_put_.default,
                            _aten._index_put_impl_.default})
+
+
+# Operations that multiply matrices. A GPU (and the CPU) refuses operands of two dtypes (float32 weights meeting a
+# float64 input, say); the meta device's kernels let some through and refuse others, Python's and compiled alike,
+# so the rules below refuse them all, as the GPU does (a RuntimeError of the dtype's, not a device mismatch).
+SAME_DTYPE = frozenset({_aten.mm.default, _aten.bmm.default, _aten.addmm.default, _aten.baddbmm.default,
+                        _aten.addbmm.default, _aten.mv.default, _aten.addmv.default, _aten.dot.default,
+                        _aten.vdot.default, _aten._addmm_activation.default})
 
 
 def _tensors(values):
@@ -70,6 +79,11 @@ class DeviceRules(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in SAME_DTYPE:
+            dtypes = {tensor.dtype for tensor in _tensors((*args, *kwargs.values()))}
+            if len(dtypes) > 1:
+                raise RuntimeError(f"expected both operands to have the same dtype, but got "
+                                   f"{' and '.join(sorted(str(dtype) for dtype in dtypes))} (in {func})")
         if func not in MIXED_DEVICES:
             device, moved = common_device(func, _tensors((*args, *kwargs.values())))
             if moved:
@@ -106,6 +120,7 @@ def prefer_compiled_meta_kernels() -> None:
     if len(registered) != len(library._op_impls):  # a registration this cannot name: leave them all as they are
         return
     library._destroy()
+    _kept.append(library)  # collected, it would also drop torch's record of the kernels registered again below
     python = torch.library.Library("aten", "IMPL", "Meta")
     _kept.append(python)
     registrations._meta_lib_dont_use_me_use_register_meta = python  # later registrations land in a live library

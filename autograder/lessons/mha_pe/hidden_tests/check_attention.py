@@ -9,7 +9,7 @@ tests); structure and gradients are fetched as tensors and confirmed by recomput
 import torch
 
 from autograder.judge.rubric import graded
-from .support import MODULE_PARTS, PROJECTIONS, Later, close, each_case, expected_attention, first, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
+from .support import MODULE_PARTS, PROJECTIONS, Calls, close, each_case, expected_attention, first, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
 
 ATTEND = ("scaled_dot_product_attention",)
 MODULE = (*MODULE_PARTS, "MultiHeadAttention")  # the parts first: a module check waits for the parts it uses
@@ -37,9 +37,9 @@ def test_attention_accepts_any_number_of_leading_dimensions(student):
     """scaled_dot_product_attention accepts any number of leading dimensions"""
     # Judged against the submission's own (batch, heads, seq, d) answer: only the rank is this check's concern.
     q, k, v = randn(1, 2, 3, 4, seed=25), randn(1, 2, 5, 4, seed=26), randn(1, 2, 5, 3, seed=27)
-    indices = ((0, 0), (0,), (None,))
-    answers = [Later(lambda: student.scaled_dot_product_attention(q, k, v))] + [  # every call before any read
-        Later(lambda index=index: student.scaled_dot_product_attention(q[index], k[index], v[index]))
+    indices, later = ((0, 0), (0,), (None,)), Calls(student)
+    answers = [later(lambda: student.scaled_dot_product_attention(q, k, v))] + [  # every call before any read
+        later(lambda index=index: student.scaled_dot_product_attention(q[index], k[index], v[index]))
         for index in indices]
     out, weights = pair(answers[0].get())
     tensor(out, (1, 2, 3, 3))
@@ -101,7 +101,8 @@ def test_attention_mask(student):
     q, k, v = randn(2, 2, 4, 4, seed=10), randn(2, 2, 4, 4, seed=11), randn(2, 2, 4, 4, seed=12)  # d_v = d
     causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))  # (seq_q, seq_k), and a (batch, 1, 1, seq_k) padding
     padding = torch.tensor([[True, True, True, False], [True, True, False, False]]).reshape(2, 1, 1, 4)
-    answers = [Later(lambda mask=mask: student.scaled_dot_product_attention(q, k, v, mask=mask))
+    later = Calls(student)
+    answers = [later(lambda mask=mask: student.scaled_dot_product_attention(q, k, v, mask=mask))
                for mask in (None, causal, padding)]  # every call before any read
     out, weights = pair(answers[0].get())
     follows_weights = is_close(out, weights.double() @ v.double())
@@ -137,11 +138,11 @@ def test_attention_zeroes_queries_with_every_key_blocked(student):
            "attention and the module refuse it with TypeError.", topic="validation")
 def test_attention_rejects_a_non_boolean_mask(student):
     """A mask that is not boolean raises TypeError"""
-    q = randn(1, 2, 3, 4, seed=34)
-    answers = [Later(lambda mask=mask: student.scaled_dot_product_attention(q, q, q, mask=mask))
+    q, later = randn(1, 2, 3, 4, seed=34), Calls(student)
+    answers = [later(lambda mask=mask: student.scaled_dot_product_attention(q, q, q, mask=mask))
                for mask in (torch.ones(3, 3), torch.ones(3, 3, dtype=torch.long))]  # every call before any read
-    module = Later(lambda: student.MultiHeadAttention(8, 2))
-    forward = Later(lambda: module.get()(randn(2, 3, 8, seed=35), mask=torch.ones(3, 3)))
+    module = later(lambda: student.MultiHeadAttention(8, 2))
+    forward = later(lambda: module.get()(randn(2, 3, 8, seed=35), mask=torch.ones(3, 3)))
     with first(student, *ATTEND):
         for answer in answers:
             with student_raises("TypeError"):
@@ -172,10 +173,10 @@ def test_attention_is_stable_on_large_scores(student):
 def _layers(student, bias, attributes=()):
     """Each projection fetched as tensors, then run alone by the worker and recomputed here; the module's
     ``attributes``, asked for with the rest, returned unread (each a :class:`Later`)."""
-    module, x = student.MultiHeadAttention(12, 3), randn(2, 5, 12, seed=24)
-    state = Later(module.tensors)
-    runs = {name: Later(lambda name=name: module.child(name)(x)) for name in PROJECTIONS}  # before any is read
-    values = [Later(lambda name=name: module.attr(name)) for name in attributes]
+    module, x, later = student.MultiHeadAttention(12, 3), randn(2, 5, 12, seed=24), Calls(student)
+    state = later(module.tensors)
+    runs = {name: later(lambda name=name: module.child(name)(x)) for name in PROJECTIONS}  # before any is read
+    values = [later(lambda name=name: module.attr(name)) for name in attributes]
     state = state.get()
     assert isinstance(state, dict) and isinstance(state.get("parameters"), dict), "no parameters"
     parameters = state["parameters"]
@@ -217,7 +218,8 @@ def test_module_shapes(student, batch, seq, heads, head_dim):
     d_model = heads * head_dim
     module = student.MultiHeadAttention(d_model, heads)
     x = randn(batch, seq, d_model, seed=16)
-    alone, both = Later(lambda: module(x)), Later(lambda: module(x, return_weights=True))
+    later = Calls(student)
+    alone, both = later(lambda: module(x)), later(lambda: module(x, return_weights=True))
     tensor(alone.get(), (batch, seq, d_model))
     out, weights = pair(both.get())
     tensor(out, (batch, seq, d_model))
@@ -232,7 +234,9 @@ def test_module_matches_torch_output(student):
     """The output agrees with torch.nn.MultiheadAttention given the same weights"""
     sizes = [(d_model, heads, randn(2, seq, d_model, seed=17)) for d_model, heads, seq in ((16, 4, 6), (12, 3, 1),
                                                                                           (8, 1, 5))]
-    started = [module_and_twin(student, d_model, heads, lambda module, x=x: module(x)) for d_model, heads, x in sizes]
+    later = Calls(student)  # the three modules' calls, together
+    started = [module_and_twin(student, d_model, heads, lambda module, x=x: module(x), later)
+               for d_model, heads, x in sizes]
     for (d_model, heads, x), read in zip(sizes, started):
         _, weights, twin, answer = read()
         out = tensor(answer, x.shape)
@@ -355,7 +359,8 @@ def test_indivisible_width_raises_value_error(student):
 def test_module_refuses_input_that_is_not_3d(student):
     """MultiHeadAttention refuses input that is not 3-D"""
     module = student.MultiHeadAttention(8, 2)
-    answers = [Later(lambda x=x: module(x)) for x in (randn(5, 8, seed=36), randn(1, 2, 5, 8, seed=37))]
+    later = Calls(student)
+    answers = [later(lambda x=x: module(x)) for x in (randn(5, 8, seed=36), randn(1, 2, 5, 8, seed=37))]
     for answer in answers:
         with student_raises("ValueError"):
             answer.get()

@@ -3,7 +3,7 @@
 import torch
 
 from autograder.judge.rubric import graded
-from .support import Later, close, each_case, needs, randn, student_raises, tensor
+from .support import Calls, close, each_case, needs, randn, student_raises, tensor
 from autograder.worker.protocol import device_of
 
 GROUP = "heads"
@@ -74,9 +74,10 @@ def test_combine_places_heads_in_order(student, reference):
            "combine_heads a 4-D input.", topic="validation")
 def test_bad_shapes_raise_value_error(student):
     """Bad shapes raise ValueError"""
-    answers = [Later(lambda: student.split_heads(torch.zeros(2, 5, 10), 4)),  # every call before any read
-               Later(lambda: student.split_heads(torch.zeros(5, 12), 4)),
-               Later(lambda: student.combine_heads(torch.zeros(2, 5, 12)))]
+    later = Calls(student)
+    answers = [later(lambda: student.split_heads(torch.zeros(2, 5, 10), 4)),  # every call before any read
+               later(lambda: student.split_heads(torch.zeros(5, 12), 4)),
+               later(lambda: student.combine_heads(torch.zeros(2, 5, 12)))]
     for answer in answers:
         with student_raises("ValueError"):
             answer.get()

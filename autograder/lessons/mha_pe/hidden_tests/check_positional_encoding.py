@@ -13,7 +13,7 @@ import torch
 
 from autograder.judge.rubric import graded
 from autograder.judge.rubric import NotChecked
-from .support import Later, close, each_case, expected_rates, is_close, needs, pair_rates, randn, recurrence_residual, sine_pairs, student_raises, tensor, unwrapped_angle
+from .support import Calls, close, each_case, expected_rates, is_close, needs, pair_rates, randn, recurrence_residual, sine_pairs, student_raises, tensor, unwrapped_angle
 from autograder.worker.protocol import device_of
 
 GROUP = "positional_encoding"
@@ -96,8 +96,8 @@ def test_base_argument_is_used(student):
     # A pair turning faster than pi per position cannot be read from whole positions (its angle aliases): only
     # the pairs readable with every base count.
     exponents, readable = [], torch.ones(4, dtype=torch.bool)
-    bases = (10000.0, 100.0, 1e5)
-    tables = [Later(lambda base=base: student.get_positional_encoding(30, 8, base=base)) for base in bases]
+    bases, later = (10000.0, 100.0, 1e5), Calls(student)
+    tables = [later(lambda base=base: student.get_positional_encoding(30, 8, base=base)) for base in bases]
     for base, table in zip(bases, tables):
         pe = tensor(table.get(), (30, 8))
         rates = pair_rates(pe, pairs_of(pe))
@@ -111,7 +111,8 @@ def test_base_argument_is_used(student):
            "integer because sine and cosine come in pairs.", topic="validation")
 def test_bad_sizes_raise_value_error(student):
     """Invalid sizes raise ValueError"""
-    answers = [Later(lambda args=args: student.get_positional_encoding(*args))  # every call before any read
+    later = Calls(student)
+    answers = [later(lambda args=args: student.get_positional_encoding(*args))  # every call before any read
                for args in ((0, 8), (5, 7), (5, 0), (5, -4))]
     for answer in answers:
         with student_raises("ValueError"):
@@ -277,8 +278,8 @@ def test_module_adds_the_encoding(student, reference):
 @needs(*MODULE)
 def test_module_checks_its_input(student):
     """forward rejects too long sequences and the wrong width"""
-    module = student.PositionalEncoding(8, max_seq_len=4)
-    fits, *refused = (Later(lambda x=x: module(x)) for x in  # every call before any read
+    module, later = student.PositionalEncoding(8, max_seq_len=4), Calls(student)
+    fits, *refused = (later(lambda x=x: module(x)) for x in  # every call before any read
                       (torch.zeros(1, 4, 8), torch.zeros(1, 5, 8), torch.zeros(1, 3, 6)))
     tensor(fits.get(), (1, 4, 8))  # a sequence of exactly max_seq_len fits: both sides of it
     for answer in refused:

@@ -7,7 +7,7 @@ import torch
 
 from autograder.judge.failures import StudentError
 from autograder.judge.rubric import NotChecked, graded
-from .support import MODULE_PARTS, Later, close, first, needs, pair, randn, tensor
+from .support import MODULE_PARTS, Calls, close, first, needs, pair, randn, tensor
 from autograder.worker.protocol import device_of
 
 GROUP = "properties"
@@ -33,8 +33,8 @@ def test_attention_alone_is_permutation_equivariant(student):
 def test_positional_encoding_breaks_the_symmetry(student):
     """With positional encoding, permuting the input no longer just permutes the output"""
     encode, attend = student.PositionalEncoding(8, max_seq_len=16), student.MultiHeadAttention(8, 2)
-    x = randn(2, 6, 8, seed=22)
-    encoded = [Later(lambda x=x: encode(x)) for x in (x, x[:, PERMUTATION])]  # both before either is read
+    x, later = randn(2, 6, 8, seed=22), Calls(student)
+    encoded = [later(lambda x=x: encode(x)) for x in (x, x[:, PERMUTATION])]  # both before either is read
     # float32 in, whatever the encoding returned: its dtype is the table checks' concern.
     out = tensor(attend(tensor(encoded[0].get(), (2, 6, 8)).float()), (2, 6, 8))
     moved = tensor(attend(tensor(encoded[1].get(), (2, 6, 8)).float()), (2, 6, 8))
@@ -108,7 +108,8 @@ def test_inputs_are_left_unchanged(student):
          lambda: student.call_reporting_changes("scaled_dot_product_attention", q, q * 2, q * 3, mask=causal)),
         (MODULE, lambda: student.MultiHeadAttention(8, 2).forward_reporting_changes(x, mask=causal)),
     )
-    answers = [Later(call) for _, call in calls]  # every call made before any answer is read: one turn
+    later = Calls(student)
+    answers = [later(call) for _, call in calls]  # every call made before any answer is read: one turn
     for (gates, _), answer in zip(calls, answers):
         with first(student, *gates):
             _, changed = answer.get()

@@ -60,24 +60,39 @@ def each_case(count=4, examples=(), **choices):
     return decorate
 
 
+class Calls:
+    """How one check makes the calls it reads later, each a :class:`Later` (``later = Calls(student)``, then
+    ``later(lambda: ...)``). While the check is planned (the engine's judge/ahead.py runs it first with a planner
+    in place of the student) each call is made at once, so the plan holds every call the check makes before it
+    reads an answer, and they go to the worker together (one turn). When the check runs, each call is made where
+    its answer is read, in the check's own order, and takes its reply from that turn: the same calls in the same
+    order as a check that calls and reads one by one, so a call it never reaches (after a failure) is never
+    made."""
+
+    __slots__ = ("planning",)
+
+    def __init__(self, student):
+        self.planning = getattr(student, "planning", False)
+
+    def __call__(self, call):
+        return Later(call, at_once=self.planning)
+
+
 class Later:
-    """A call made now whose answer is read later (:meth:`get`): a check that makes its calls before it reads any
-    answer sends them to the worker together (one turn, see the engine's judge/ahead.py). What the call raised is
-    raised by :meth:`get`, so each answer fails where it is read, as if the call had been made there."""
+    """A call whose answer is read later (:meth:`get`): made there, or at once while the check is planned (see
+    :class:`Calls`). What the call raised is raised by :meth:`get`, where its answer is read."""
 
-    __slots__ = ("_value", "_error")
+    __slots__ = ("_call", "_value")
 
-    def __init__(self, call):
-        try:
-            self._value, self._error = call(), None
-        except Unplanned:  # while planning, a call that is not planned ends the plan here, as it always did
-            raise
-        except Exception as error:  # noqa: BLE001 - raised where the answer is read
-            self._value, self._error = None, error
+    def __init__(self, call, at_once=False):
+        self._call, self._value = call, None
+        if at_once:  # planning: an answer is a stand-in, and a call that is not planned ends the plan here
+            self._call, self._value = None, call()
 
     def get(self):
-        if self._error is not None:
-            raise self._error
+        if self._call is not None:
+            call, self._call = self._call, None
+            self._value = call()
         return self._value
 
 
@@ -244,14 +259,16 @@ def gradient_agrees(claimed: float, measured: float, loss: float) -> bool:
     return abs(claimed - measured) <= 1e-2 * abs(measured) + AGREE_FLOOR * abs(loss)
 
 
-def module_and_twin(student, d_model, num_heads, run=lambda module: None):
+def module_and_twin(student, d_model, num_heads, run=lambda module: None, later=None):
     """A student's MultiHeadAttention, its projections (fetched), ``torch.nn.MultiheadAttention`` with them and
-    the answer of ``run(module)``; ``(module, weights, twin, answer)``, read by the function returned. Every call
-    is made at once, before any answer is read (see :class:`Later`): several modules started before the first is
-    read go to the worker together. Each answer fails where it is read, in that order."""
-    module = Later(lambda: student.MultiHeadAttention(d_model, num_heads))
-    state = Later(lambda: module.get().tensors())
-    answer = Later(lambda: run(module.get()))
+    the answer of ``run(module)``; ``(module, weights, twin, answer)``, read by the function returned. The calls
+    are made at once, before any answer is read (``later``: the check's :class:`Calls`, when it makes others): so
+    several modules started before the first is read go to the worker together. Each answer fails where it is
+    read, in that order."""
+    later = later or Calls(student)
+    module = later(lambda: student.MultiHeadAttention(d_model, num_heads))
+    state = later(lambda: module.get().tensors())
+    answer = later(lambda: run(module.get()))
 
     def read():
         made = module.get()
@@ -376,8 +393,10 @@ def broken(student, gate):
     known = _GATES.setdefault(student, {})
     if gate not in known:
         part, topic, run = PARTS[gate]
+        alone = getattr(student, "alone", contextlib.nullcontext)
         try:
-            problem = run(student)
+            with alone():  # a gate's own calls, never answered with what the check's planned calls got
+                problem = run(student)
             known[gate] = None if problem is None else (part, *problem)
         except (ForbiddenCall, ImportFailure, SubmissionTimeout):
             known[gate] = None
