@@ -176,8 +176,8 @@ def test_a_plan_ends_at_the_first_answer_read_and_numbers_objects_for_the_whole_
                                                                                          {"__item__": 2}]
 
 
-def test_a_call_a_check_never_reaches_is_never_made_and_costs_the_checks_after_it_nothing(judge, factory, tmp_path,
-                                                                                        monkeypatch):
+def test_a_call_a_check_never_reaches_is_never_made_and_costs_the_checks_after_it_nothing(judge, factory,
+                                                                                        tmp_path, monkeypatch):
     """A check plans every call it reads later (support.Later), but when it runs it makes each where it reads it,
     in its own order: a call after a failing one is never made. Here split_heads raises the wrong error for the
     first bad shape and hangs on the second, which the bad-shape check never reaches: the batch that ran it ahead

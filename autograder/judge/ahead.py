@@ -103,8 +103,8 @@ class Pending:
 class Planner:
     """Stands in for the student while a case is planned: records the calls of contract names (functions and
     constructors, a call reporting the arguments it changed too), a constructed module's forward (reporting
-    changes or not), its tensors, gradients, attributes and layers, and answers each with a :class:`Pending`. Anything else
-    (a draw, a measured call, the fake device) ends the plan."""
+    changes or not), its tensors, gradients, attributes and layers, and answers each with a :class:`Pending`.
+    Anything else (a draw, a measured call, the fake device) ends the plan."""
 
     planning = True  # a lesson helper that would try other calls after a failure (a gate) stops instead
 

@@ -97,7 +97,8 @@ class RemoteObject:
         name: tensor or None}}``. A failure names the step that failed: ``<Module>.forward`` when the forward
         raised or returned no tensor, ``<Module>.backward`` when the backward through it raised."""
         try:
-            reply = self._send(f"{self._name}.forward and .backward", ahead.grads_message(self._handle.id, args, kwargs))
+            reply = self._send(f"{self._name}.forward and .backward",
+                               ahead.grads_message(self._handle.id, args, kwargs))
         except StudentError as error:
             if error.phase is None:
                 raise
