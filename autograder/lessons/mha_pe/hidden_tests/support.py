@@ -261,10 +261,10 @@ def gradient_agrees(claimed: float, measured: float, loss: float) -> bool:
 
 def module_and_twin(student, d_model, num_heads, run=lambda module: None, later=None):
     """A student's MultiHeadAttention, its projections (fetched), ``torch.nn.MultiheadAttention`` with them and
-    the answer of ``run(module)``; ``(module, weights, twin, answer)``, read by the function returned. The calls
-    are made at once, before any answer is read (``later``: the check's :class:`Calls`, when it makes others): so
-    several modules started before the first is read go to the worker together. Each answer fails where it is
-    read, in that order."""
+    the answer of ``run(module)``; ``(module, weights, twin, answer)``, read by the function returned. Its calls
+    are the check's :class:`Calls` (``later``, when it makes others): planned before any answer is read, so
+    several modules started before the first is read go to the worker together, and made when read, in that
+    order, each failing there."""
     later = later or Calls(student)
     module = later(lambda: student.MultiHeadAttention(d_model, num_heads))
     state = later(lambda: module.get().tensors())
