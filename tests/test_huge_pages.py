@@ -78,10 +78,21 @@ def test_the_zygote_serves_on_when_its_ranges_cannot_be_read(monkeypatch):
     """The collapse runs after the hello: an unreadable map must not end a zygote the judges already use."""
     from autograder.worker import zygote
 
-    def unreadable():
+    def unreadable(most):
         raise OSError("no smaps here")
 
     monkeypatch.setattr(linux, "anonymous_ranges", unreadable)
     assert zygote._ranges() == []
-    monkeypatch.setattr(linux, "anonymous_ranges", lambda: [(0, linux.HUGE_PAGE)])
+    monkeypatch.setattr(linux, "anonymous_ranges", lambda most: [(0, linux.HUGE_PAGE)])
     assert zygote._ranges() == [(0, linux.HUGE_PAGE)]
+
+
+def test_the_zygote_collapses_one_huge_page_at_a_time():
+    """A judge's fork or kill request waits for the piece under way: one huge page (a few ms), never more."""
+    from autograder.worker import zygote
+
+    held = [bytearray(6 * MB) for _ in range(3)]  # present memory of more than one huge page in this process
+    ranges = zygote._ranges()
+    assert ranges and all(length == linux.HUGE_PAGE for _, length in ranges)
+    assert sum(length for _, length in ranges) >= 4 * MB
+    del held

@@ -306,10 +306,11 @@ def main(argv):
             _send(judge.control, hello)
         except OSError:
             pass  # that judge has gone already: its socket reads as closed below
-    # What every worker inherits moves into huge pages while the zygote has nothing else to do, a piece (at most
-    # 16 MiB) at a time between requests: tens to hundreds of ms in all (copies into fresh memory), which before
-    # the hello sat on the first students' path. Workers forked meanwhile copy more page-table entries, and keep
-    # their own pages (a collapse copies the zygote's side only).
+    # What every worker inherits moves into huge pages while the zygote has nothing else to do, one huge page at a
+    # time between requests: hundreds of ms in all (copies into fresh memory), which before the hello sat on the
+    # first students' path. A piece costs a few ms, so a judge's request waits at most that long (pieces of 16 MiB,
+    # about 40 ms each here, held up each of the first students' forks and ends). Workers forked meanwhile copy
+    # more page-table entries, and keep their own pages (a collapse copies the zygote's side only).
     to_collapse = _ranges()
     while judges:
         by_socket = {judge.control: judge for judge in judges}
@@ -337,9 +338,10 @@ def main(argv):
 
 
 def _ranges():
-    """:func:`linux.anonymous_ranges`, or none where they cannot be read (the zygote serves on without them)."""
+    """:func:`linux.anonymous_ranges` in pieces of one huge page, or none where they cannot be read (the zygote
+    serves on without them)."""
     try:
-        return linux.anonymous_ranges()
+        return linux.anonymous_ranges(most=linux.HUGE_PAGE)
     except (OSError, ValueError):
         return []
 
