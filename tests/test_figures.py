@@ -113,3 +113,22 @@ def test_a_chart_the_drawer_does_not_draw_is_drawn_by_the_run_itself(tmp_path):
     gone.draw(Drawing(_write_pid, tmp_path / "late.png"))
     assert gone.finish() == [tmp_path / "late.png"]
     assert int((tmp_path / "late.png").read_text()) == os.getpid()
+
+
+def test_a_tight_chart_is_drawn_once_and_is_the_picture_savefig_would_draw(monkeypatch, tmp_path):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from autograder.reports.figures import pass_rate_chart
+
+    rates = [(f"test_{index}_with_a_long_name_" + "x" * (index % 50), f"part_{index % 3}", index / 12)
+             for index in range(12)]
+    pictures = drawn(monkeypatch, lambda: [pass_rate_chart(rates, tmp_path / "once.png", note="a note")])
+    figure = pictures["once.png"]
+    draws = []
+    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda canvas, *a, _draw=FigureCanvasAgg.draw:
+                        draws.append(1) or _draw(canvas, *a))
+    figure.savefig(tmp_path / "twice.png", bbox_inches="tight")  # matplotlib's own tight box: two draws
+    twice = len(draws)
+    pass_rate_chart(rates, tmp_path / "once.png", note="a note")
+    assert (tmp_path / "once.png").read_bytes() == (tmp_path / "twice.png").read_bytes()
+    assert twice == 2 and len(draws) - twice == 1
