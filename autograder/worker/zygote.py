@@ -307,8 +307,8 @@ def main(argv):
         except OSError:
             pass  # that judge has gone already: its socket reads as closed below
     # What every worker inherits moves into huge pages while the zygote has nothing else to do, one huge page at a
-    # time between requests: hundreds of ms in all (copies into fresh memory), which before the hello sat on the
-    # first students' path. A piece costs a few ms, so a judge's request waits at most that long (pieces of 16 MiB,
+    # time between requests: 0.3 s to well over a second of CPU in all (copies into fresh memory), which before the
+    # hello sat on the first students' path. A piece costs a few ms, so a judge's request waits at most that long (pieces of 16 MiB,
     # about 40 ms each here, held up each of the first students' forks and ends). Workers forked meanwhile copy
     # more page-table entries, and keep their own pages (a collapse copies the zygote's side only).
     to_collapse = _ranges()
