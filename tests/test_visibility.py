@@ -230,3 +230,35 @@ def test_without_landlock_the_installed_lessons_are_locked(tmp_path, monkeypatch
     sandbox.lock_instructor_folders([])
     assert (package / "lessons").stat().st_mode & 0o777 == 0o700
     assert package.stat().st_mode & 0o077 != 0  # the rest of the engine (public code) is left as it was
+
+
+def test_the_kit_install_is_found_by_its_declared_top_level_name_and_else_by_its_files(tmp_path, monkeypatch):
+    """What a worker may not see of the kit's install is found from ``top_level.txt`` (no distribution's metadata
+    or file list parsed: a quarter of a second at each run's start), the same distributions as
+    ``packages_distributions`` finds; a distribution that declares nothing is still found from its files."""
+    import importlib.metadata
+
+    from autograder.sandbox import isolation as sandbox
+
+    slow = importlib.metadata.packages_distributions
+    expected = set(slow().get("autograder", ()))
+    assert expected, "the kit is installed (make install)"
+
+    def refused():
+        raise AssertionError("every distribution's files were read")
+
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", refused)
+    assert {dist.metadata["Name"] for dist in sandbox._distributions_of("autograder")} == expected
+
+    site = tmp_path / "site"  # a distribution that lists its files but declares no top-level name
+    (site / "undeclared").mkdir(parents=True)
+    (site / "undeclared" / "__init__.py").write_text("")
+    info = site / "undeclared-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: undeclared\nVersion: 1.0\n")
+    (info / "RECORD").write_text("undeclared/__init__.py,,\nundeclared-1.0.dist-info/METADATA,,\n")
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", slow)
+    monkeypatch.syspath_prepend(str(site))
+    found = sandbox._distributions_of("undeclared")
+    assert [dist.metadata["Name"] for dist in found] == ["undeclared"]
+    assert "undeclared/__init__.py" in {str(file) for file in found[0].files}
