@@ -115,20 +115,77 @@ def test_a_chart_the_drawer_does_not_draw_is_drawn_by_the_run_itself(tmp_path):
     assert int((tmp_path / "late.png").read_text()) == os.getpid()
 
 
-def test_a_tight_chart_is_drawn_once_and_is_the_picture_savefig_would_draw(monkeypatch, tmp_path):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+RATES = [(f"test_{index} checks something with a name long enough to wrap " + "x" * (index % 50), f"a_part_of_the_lesson_{index % 12}",
+          index / 14) for index in range(14)] + [("zero passed", "a_part_of_the_lesson_0", 0.0), ("all passed", "a_part_of_the_lesson_1", 1.0),
+    ("a name of many words " * 6 + "y" * 90, "a_part_of_the_lesson_2", 0.5)]  # wrapped, one word cut in two
 
-    from autograder.reports.figures import pass_rate_chart
 
-    rates = [(f"test_{index}_with_a_long_name_" + "x" * (index % 50), f"part_{index % 3}", index / 12)
-             for index in range(12)]
-    pictures = drawn(monkeypatch, lambda: [pass_rate_chart(rates, tmp_path / "once.png", note="a note")])
-    figure = pictures["once.png"]
-    draws = []
-    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda canvas, *a, _draw=FigureCanvasAgg.draw:
-                        draws.append(1) or _draw(canvas, *a))
-    figure.savefig(tmp_path / "twice.png", bbox_inches="tight")  # matplotlib's own tight box: two draws
-    twice = len(draws)
-    pass_rate_chart(rates, tmp_path / "once.png", note="a note")
-    assert (tmp_path / "once.png").read_bytes() == (tmp_path / "twice.png").read_bytes()
-    assert twice == 2 and len(draws) - twice == 1
+def test_the_pass_rate_chart_shows_every_name_in_full_hardest_first_inside_the_picture():
+    from autograder.reports.rate_chart import BAR_WIDTH, fonts, layout
+
+    text, title = fonts()
+    chart = layout(RATES, "a note", text, title)
+    width, height = chart.size
+    expected = sorted(RATES, key=lambda item: (item[2], item[0]))
+    assert [(row.group, row.rate) for row in chart.rows] == [(group, rate) for _, group, rate in expected]
+    for row, (name, _, _) in zip(chart.rows, expected):
+        assert "".join(row.lines).replace(" ", "") == name.replace(" ", "")  # in full, only wrapped
+        assert len(row.lines) >= 2 or text.getlength(name) <= chart.left
+        for line in row.lines:  # right-aligned left of the bars, never cut at the picture's left edge
+            assert text.getlength(line) <= chart.left - 10 and line
+        assert row.height >= len(row.lines) * sum(text.getmetrics())
+    tops = [row.top for row in chart.rows]
+    assert all(low.top + low.height <= high.top for low, high in zip(chart.rows, chart.rows[1:]))  # no overlap
+    assert chart.plot[0] <= tops[0] and chart.rows[-1].top + chart.rows[-1].height <= chart.plot[1] < height
+    assert chart.left + BAR_WIDTH + 5 + text.getlength("100%") <= width
+    assert max(len(row.lines) for row in chart.rows) >= 3
+    assert chart.title == ["Pass rate per test, hardest first", "(a note)"]
+
+
+def test_the_pass_rate_charts_legend_names_each_part_once_in_its_bars_colour_inside_the_picture():
+    from autograder.reports.rate_chart import fonts, layout
+
+    text, title = fonts()
+    chart = layout(RATES, "", text, title)
+    groups = list(dict.fromkeys(group for _, group, _ in RATES))
+    assert [entry[2] for entry in chart.legend] == [group.replace("_", " ") for group in groups]
+    assert len({entry[3] for entry in chart.legend}) == min(len(groups), 10)
+    colours = {entry[2]: entry[3] for entry in chart.legend}
+    assert all(row.colour == colours[row.group.replace("_", " ")] for row in chart.rows)
+    assert len({entry[1] for entry in chart.legend}) >= 2  # twelve parts do not fit one line: wrapped
+    for x, y, group, _ in chart.legend:
+        assert x + sum(text.getmetrics()) + 4 + text.getlength(group) <= chart.size[0]
+        assert y + sum(text.getmetrics()) <= chart.plot[0]
+    assert chart.title == ["Pass rate per test, hardest first"]
+
+
+def test_the_pass_rate_chart_draws_each_bar_in_its_parts_colour(tmp_path):
+    from PIL import Image, ImageColor
+
+    from autograder.reports.rate_chart import BAR_WIDTH, fonts, layout, pass_rate_chart
+
+    path = pass_rate_chart(RATES, tmp_path / "rates.png", note="a note")
+    chart = layout(RATES, "a note", *fonts())
+    image = Image.open(path).convert("RGB")
+    assert image.size == chart.size
+    for row in chart.rows:
+        middle = row.top + row.height // 2
+        inside = image.getpixel((chart.left + max(int(row.rate * BAR_WIDTH) // 2, 1), middle))
+        assert (inside == ImageColor.getrgb(row.colour)) == (row.rate > 0.01), (row.rate, inside)
+    assert image.getpixel((chart.left + BAR_WIDTH + 3, chart.rows[0].top + 1)) == (255, 255, 255)
+
+
+def test_the_pass_rate_chart_needs_no_matplotlib(tmp_path):
+    """Drawn at the end of every run, it costs tens of milliseconds: Pillow and the font, not matplotlib."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import sys; from autograder.reports.rate_chart import pass_rate_chart; "
+            f"pass_rate_chart([('a check', 'heads', 0.5)], {str(tmp_path / 'rates.png')!r}); "
+            "print('matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-800:]
+    assert json.loads(done.stdout.strip().lower()) is False
+    assert (tmp_path / "rates.png").read_bytes().startswith(b"\x89PNG")

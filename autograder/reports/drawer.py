@@ -28,7 +28,7 @@ from . import figures
 
 DRAWINGS = ("pass_rate_chart", "score_histogram")  # what a drawer may be asked to draw
 REPLY_LIMIT = 1 << 16  # the drawer's replies: one short line per chart
-# The charts take about a second; a drawer (or a drawing child) that hangs is ended after this, and the run draws
+# The charts take a fraction of a second; a drawer (or a drawing child) that hangs is ended after this, and the run draws
 # them itself.
 DRAW_SECONDS = 120.0
 

@@ -1,6 +1,7 @@
-"""Pictures (PNG files) drawn with matplotlib's file-only backend: the class report's charts, and the heatmaps a
-lesson's hooks draw with them. matplotlib is imported by the first drawing, not with this module: a grading run
-draws in a process of its own (:mod:`.drawer`), and its own process never needs it."""
+"""Pictures (PNG files) drawn with matplotlib's file-only backend: the class report's histogram, and the heatmaps a
+lesson's hooks draw with it (the report's pass-rate chart, all text, is Pillow's: :mod:`.rate_chart`). matplotlib is
+imported by the first drawing, not with this module: a grading run draws in a process of its own (:mod:`.drawer`),
+and its own process never needs it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..lesson.assignment import Assignment
+from .rate_chart import pass_rate_chart
+
+__all__ = ["Drawing", "draw_aside", "heatmap", "pass_rate_chart", "score_histogram", "attention_maps",
+           "similarity_heatmap", "lesson_figures", "warm"]
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,9 +70,11 @@ def _figure(**options) -> Figure:
 def warm() -> None:
     """Import what drawing needs and draw a small figure (its backend and fonts loaded), so the first chart
     that counts starts warm."""
-    import matplotlib.patches  # noqa: F401 - imported for its start-up cost
-    from matplotlib import colormaps  # noqa: F401
+    from PIL import ImageDraw  # noqa: F401 - imported for its start-up cost
 
+    from .rate_chart import fonts
+
+    fonts()  # the pass-rate chart's fonts, read once
     fig = _figure(figsize=(2, 1), dpi=50)
     fig.subplots().set_title("warm-up")
     fig.savefig(io.BytesIO(), format="png")
@@ -105,50 +112,6 @@ def score_histogram(scores: list[float], max_score: float, path: str | Path) -> 
     fig.tight_layout()
     fig.savefig(path)
     return path
-
-
-def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path, note: str = "") -> Path:
-    """Horizontal bars, hardest first: the fraction of students passing each test, ``rates = [(name, group,
-    fraction)]``; each bar coloured by its part, with a legend, every name in full (wrapped) and its percentage;
-    ``note`` under the title (what the chart leaves out, such as written answers still pending)."""
-    import matplotlib.patches as mpatches
-    from matplotlib import colormaps
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ordered = sorted(rates, key=lambda item: (item[2], item[0]))  # by difficulty, ties by name
-    labels = ["\n".join(textwrap.wrap(name, 70)) or name for name, _, _ in ordered]
-    lines = sum(label.count("\n") + 1 for label in labels)
-    fig = _figure(figsize=(11, max(3.0, 0.2 * lines + 0.12 * len(ordered) + 1.5)), dpi=110)
-    ax = fig.subplots()
-    groups = list(dict.fromkeys(group for _, group, _ in rates))
-    colors = colormaps["tab10"]
-    bars = ax.barh(range(len(ordered)), [rate for _, _, rate in ordered],
-                   color=[colors(groups.index(group) % 10) for _, group, _ in ordered])
-    for bar, (_, _, rate) in zip(bars, ordered):
-        ax.text(min(rate, 1.0) + 0.01, bar.get_y() + bar.get_height() / 2, f"{rate:.0%}", va="center", fontsize=7)
-    ax.set_yticks(range(len(ordered)), labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1.1)
-    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
-    ax.set_xlabel("students passing")
-    ax.set_title("Pass rate per test, hardest first" + (f"\n({note})" if note else ""))
-    ax.legend(handles=[mpatches.Patch(color=colors(index % 10), label=group.replace("_", " "))
-                       for index, group in enumerate(groups)], title="part", loc="upper left",
-              bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    save_tight(fig, path)  # the full names decide the width, nothing is cut
-    return path
-
-
-def save_tight(fig: Figure, path: str | Path) -> None:
-    """``fig.savefig(path, bbox_inches="tight")`` drawn once, not twice: the tight box is measured on a renderer of
-    its own (text laid out, nothing rasterized) where ``savefig`` would first draw the whole figure to find it. The
-    same picture, pixel for pixel, about a tenth of a second sooner for a chart of a whole rubric."""
-    from matplotlib import rcParams
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    fig.savefig(path, bbox_inches=fig.get_tightbbox(renderer).padded(rcParams["savefig.pad_inches"]))
 
 
 def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, title: str = "Attention of each head"
