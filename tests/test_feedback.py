@@ -2,6 +2,8 @@
 from outside the kit; the plain-text version says the same things, from the same record."""
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from autograder.reports import feedback, feedback_text, write_reports
 from autograder.reports.feedback_view import GRADED, graded_output, instructor_comment, view
@@ -111,3 +113,20 @@ def test_a_record_written_before_the_typed_fields_shows_its_concept_and_what_hap
     failed, = view(SubmissionResult("s", (test,))).failed
     assert (failed.concept, failed.happened) == ("A blocked key gets no weight.", "attention raised ValueError")
     assert TestResult.from_json(test.to_json()) == test
+
+
+@settings(max_examples=400, deadline=None)
+@example(text="a " + "x" * 74, indent=0)  # fills the line exactly
+@example(text="a " + "x" * 75, indent=0)  # one column more: two lines
+@example(text="a " + "x" * 72, indent=2)
+@example(text="a " + "x" * 73, indent=2)
+@given(text=st.lists(st.sampled_from(list("ab -\t\n\r\x0b\x0c\u00a0\u2003é") + ["word", "x" * 40]), max_size=40)
+       .map("".join) | st.text(max_size=90), indent=st.integers(0, 6))
+def test_a_feedback_item_is_what_textwrap_makes_of_it(text, indent):
+    """Items that fit on one line skip textwrap (most of the plain feedback's cost): the lines are the same."""
+    import textwrap
+
+    wrapped = textwrap.wrap(text, feedback_text.WIDTH, initial_indent=" " * indent + "* ",
+                            subsequent_indent=" " * (indent + 2), break_long_words=False,
+                            break_on_hyphens=False) or [" " * indent + "*"]
+    assert feedback_text._item(text, indent) == wrapped

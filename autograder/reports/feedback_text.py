@@ -26,8 +26,19 @@ def _heading(title: str) -> list[str]:
 
 def _item(text: str, indent: int = 0) -> list[str]:
     """One bullet, wrapped, its further lines under its text."""
-    return textwrap.wrap(text, WIDTH, initial_indent=" " * indent + "* ", subsequent_indent=" " * (indent + 2),
+    bullet = " " * indent + "* "
+    if _one_line(text, len(bullet)):  # most items: what textwrap would make of them, without its tokenizing
+        return [bullet + text]
+    return textwrap.wrap(text, WIDTH, initial_indent=bullet, subsequent_indent=" " * (indent + 2),
                          break_long_words=False, break_on_hyphens=False) or [" " * indent + "*"]
+
+
+def _one_line(text: str, indent: int) -> bool:
+    """Whether ``textwrap.wrap`` would give ``text`` back as it is, on one line after an indent of ``indent``
+    columns: it fits, and holds no whitespace wrap would change (other than single spaces) or drop (at its ends).
+    Feedback has thousands of such items a class: wrap's tokenizing was most of the feedback's cost."""
+    return (0 < len(text) <= WIDTH - indent and text == text.strip()
+            and not any(char in text for char in "\t\n\r\x0b\x0c"))
 
 
 def _comment(comment: str) -> list[str]:
