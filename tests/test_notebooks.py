@@ -598,3 +598,42 @@ def test_the_judges_checksum_is_nbgraders():
         meta = dict(cell.metadata["nbgrader"])
         assert checksum(cell.cell_type, cell.source, meta) == compute_checksum(cell) == meta["checksum"]
         assert checksum(cell.cell_type, cell.source + " ", meta) != meta["checksum"]
+
+
+def test_the_course_database_is_written_in_one_transaction_whole_or_not_at_all(graded, tmp_path):
+    """nbgrader's gradebook commits after every change (each commit reloads what the next change needs: hundreds
+    of queries a student); the kit's writes commit once, and a failure part way leaves none of them."""
+    from dataclasses import replace
+
+    from sqlalchemy import event
+    from sqlalchemy.orm import Session
+
+    from autograder.notebook import nbgrader_record
+
+    results = sorted((result for result in graded.results.values() if result.notebook is not None),
+                     key=lambda result: result.student)
+    commits = []
+
+    def committed(session):
+        commits.append(session)
+
+    event.listen(Session, "after_commit", committed)
+    try:
+        nbgrader_record.record(tmp_path / "course", results, LESSON)
+    finally:
+        event.remove(Session, "after_commit", committed)
+    # Two gradebooks opened (the course's cells, then the class's grades): nbgrader commits its course row as it
+    # opens each, and the kit's writes commit once in each (they were a commit per change: 80-odd here).
+    assert len(results) >= 3 and len(commits) == 4
+    cells = {result.student: nbgrader_record.read_cells(tmp_path / "course", result.notebook.id, LESSON)
+             for result in results}
+    assert all(cells.values())
+    blank = graded.results["blank"].notebook.id  # as the run's own course has it (no grader has touched it)
+    assert cells["blank"] == nbgrader_record.read_cells(graded.out / "nbgrader", blank, LESSON)
+
+    third = results[2]
+    unknown = [replace(test, id="notebook::no_such_cell") if test.id.startswith("notebook::") else test
+               for test in third.tests]
+    with pytest.raises(Exception, match="no_such_cell"):
+        nbgrader_record.record(tmp_path / "broken", [*results[:2], replace(third, tests=unknown)], LESSON)
+    assert nbgrader_record.read_cells(tmp_path / "broken", results[0].notebook.id, LESSON) == {}

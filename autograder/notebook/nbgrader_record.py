@@ -22,6 +22,7 @@ comments back for the final gradebook and the regenerated feedback.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 import sys
@@ -65,8 +66,28 @@ def _api():
 
 
 def warm() -> None:
-    """Import nbgrader's database layer now (see :func:`_api`), while the caller would be waiting anyway."""
+    """Import nbgrader's database layer and read its schema's version now (see :func:`_api`), while the caller
+    would be waiting anyway."""
     _api()
+    _schema_head()
+
+
+@contextlib.contextmanager
+def _one_transaction(gradebook):
+    """nbgrader's ``Gradebook`` commits after every change, and a commit expires every object the session loaded,
+    so the next change loads them all again: hundreds of queries and a synced write per student. Inside this
+    block its commits only flush (ids given, constraints checked, errors raised where they were), and the block
+    commits once at its end, or rolls everything back: the course is written whole or not at all."""
+    session = gradebook.db
+    session.commit = session.flush
+    try:
+        yield gradebook
+    except BaseException:
+        del session.commit
+        session.rollback()
+        raise
+    del session.commit
+    session.commit()
 
 
 def _notebook_id(lesson):
@@ -128,7 +149,7 @@ def ensure_course(course: str | Path, lesson: Assignment) -> Path:
         source.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(lesson.source_notebook(), source)
     _stamp(course / "gradebook.db")
-    with Gradebook(db_url(course)) as gradebook:
+    with Gradebook(db_url(course)) as gradebook, _one_transaction(gradebook):
         gradebook.update_or_create_assignment(lesson.id)
         try:
             gradebook.find_notebook(_notebook_id(lesson), lesson.id)
@@ -164,14 +185,19 @@ def _stamp(db):
 
     if db.exists():
         return
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+        connection.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (_schema_head(),))
+        connection.commit()
+
+
+@functools.cache
+def _schema_head() -> str:
+    """The alembic version of nbgrader's schema (its migration scripts read: a few tenths of a second)."""
     from alembic.script import ScriptDirectory
     import nbgrader
 
-    head = ScriptDirectory(str(Path(nbgrader.__file__).parent / "alembic")).get_current_head()
-    with contextlib.closing(sqlite3.connect(db)) as connection:
-        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
-        connection.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (head,))
-        connection.commit()
+    return ScriptDirectory(str(Path(nbgrader.__file__).parent / "alembic")).get_current_head()
 
 
 def record(course: str | Path, results: list[SubmissionResult], lesson: Assignment) -> None:
@@ -183,7 +209,7 @@ def record(course: str | Path, results: list[SubmissionResult], lesson: Assignme
     if not graded:
         return
     ensure_course(course, lesson)
-    with Gradebook(db_url(course)) as gradebook, warnings.catch_warnings():
+    with Gradebook(db_url(course)) as gradebook, _one_transaction(gradebook), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not in session")  # nbgrader's add_submission, harmless
         for result in graded:
             nbid = result.notebook.id
@@ -209,7 +235,6 @@ def record(course: str | Path, results: list[SubmissionResult], lesson: Assignme
                     grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
                     if kind == "written":
                         comments[grade_id].auto_comment = None if test.status == "pending" else test.output
-        gradebook.db.commit()
 
 
 @dataclass(frozen=True)
