@@ -173,6 +173,8 @@ def test_the_pass_rate_chart_draws_each_bar_in_its_parts_colour(tmp_path):
         inside = image.getpixel((chart.left + max(int(row.rate * BAR_WIDTH) // 2, 1), middle))
         assert (inside == ImageColor.getrgb(row.colour)) == (row.rate > 0.01), (row.rate, inside)
     assert image.getpixel((chart.left + BAR_WIDTH + 3, chart.rows[0].top + 1)) == (255, 255, 255)
+    empty = Image.open(pass_rate_chart([], tmp_path / "none.png"))  # a class with no counted check: an axis only
+    assert empty.size == layout([], "", *fonts()).size
 
 
 def test_the_pass_rate_chart_needs_no_matplotlib(tmp_path):
