@@ -191,3 +191,17 @@ def test_the_pass_rate_chart_needs_no_matplotlib(tmp_path):
     assert done.returncode == 0, done.stderr[-800:]
     assert json.loads(done.stdout.strip().lower()) is False
     assert (tmp_path / "rates.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_pass_rate_chart_keeps_an_odd_rate_a_long_part_and_a_note_of_lines_inside_the_picture(tmp_path):
+    from PIL import Image
+
+    from autograder.reports.rate_chart import fonts, layout, pass_rate_chart
+
+    rates = [("a check", "a part named at great length " * 12, float("nan")), ("another", "short", 0.5)]
+    text, title = fonts()
+    chart = layout(rates, "two\nlines", text, title)
+    assert chart.title[1] == "(two lines)" and [row.rate for row in chart.rows] == [0.0, 0.5]
+    for x, _, group, _ in chart.legend:
+        assert x + sum(text.getmetrics()) + 4 + text.getlength(group) <= chart.size[0]
+    assert Image.open(pass_rate_chart(rates, tmp_path / "odd.png", note="two\nlines")).size == chart.size

@@ -637,3 +637,27 @@ def test_the_course_database_is_written_in_one_transaction_whole_or_not_at_all(g
     with pytest.raises(Exception, match="no_such_cell"):
         nbgrader_record.record(tmp_path / "broken", [*results[:2], replace(third, tests=unknown)], LESSON)
     assert nbgrader_record.read_cells(tmp_path / "broken", results[0].notebook.id, LESSON) == {}
+
+
+def test_a_failed_write_caught_inside_one_transaction_commits_nothing(tmp_path):
+    """nbgrader rolls back on a failed write, which inside one transaction is every write before it too: a caller
+    that caught the failure and went on would commit a part; the block commits nothing and says so."""
+    from nbgrader.api import Gradebook, InvalidEntry
+
+    from autograder.notebook import nbgrader_record
+
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    nbgrader_record._stamp(tmp_path / "gradebook.db")  # as the kit makes a course's database
+    with Gradebook(url) as gradebook:
+        with pytest.raises(RuntimeError, match="nothing was committed"):
+            with nbgrader_record._one_transaction(gradebook):
+                gradebook.add_student("first")
+                with pytest.raises(InvalidEntry):
+                    gradebook.add_student("first")  # already there: nbgrader rolls back
+                gradebook.add_student("second")
+    with Gradebook(url) as gradebook:
+        assert gradebook.students == []
+        with nbgrader_record._one_transaction(gradebook):  # the course is usable after it
+            gradebook.add_student("third")
+    with Gradebook(url) as gradebook:
+        assert [student.id for student in gradebook.students] == ["third"]

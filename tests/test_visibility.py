@@ -232,33 +232,40 @@ def test_without_landlock_the_installed_lessons_are_locked(tmp_path, monkeypatch
     assert package.stat().st_mode & 0o077 != 0  # the rest of the engine (public code) is left as it was
 
 
-def test_the_kit_install_is_found_by_its_declared_top_level_name_and_else_by_its_files(tmp_path, monkeypatch):
-    """What a worker may not see of the kit's install is found from ``top_level.txt`` (no distribution's metadata
-    or file list parsed: a quarter of a second at each run's start), the same distributions as
-    ``packages_distributions`` finds; a distribution that declares nothing is still found from its files."""
+def test_the_kit_install_is_found_per_distribution_as_packages_distributions_finds_it(tmp_path, monkeypatch):
+    """What a worker may not see of the kit's install: the distributions providing its package, decided per
+    distribution (declared in ``top_level.txt``, else implied by its files) as ``packages_distributions`` decides,
+    without parsing every distribution's metadata and files (a quarter of a second at each run's start). A
+    distribution that declares nothing but puts files in the package is found even beside one that declares it."""
     import importlib.metadata
 
     from autograder.sandbox import isolation as sandbox
 
     slow = importlib.metadata.packages_distributions
-    expected = set(slow().get("autograder", ()))
-    assert expected, "the kit is installed (make install)"
+
+    def distribution(site, name, top_level, files):
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "RECORD").write_text("".join(f"{file},,\n" for file in files))
+        if top_level is not None:
+            (info / "top_level.txt").write_text(top_level)
+        for file in files:
+            (site / file).parent.mkdir(parents=True, exist_ok=True)
+            (site / file).write_text("")
+
+    site = tmp_path / "site"
+    distribution(site, "declares", "kitpkg\n", ["kitpkg/__init__.py"])
+    distribution(site, "undeclared", None, ["kitpkg/lessons/extra.py"])  # a second source of the same package
+    distribution(site, "unrelated", None, ["other/__init__.py"])
+    distribution(site, "module", None, ["kitpkg.py"])  # a single-file module of that name counts too
+    monkeypatch.syspath_prepend(str(site))
+    expected = {name: set(names) for name, names in slow().items()}
+    assert expected["kitpkg"] == {"declares", "undeclared", "module"}
 
     def refused():
-        raise AssertionError("every distribution's files were read")
+        raise AssertionError("every distribution's metadata and files were parsed")
 
     monkeypatch.setattr(importlib.metadata, "packages_distributions", refused)
-    assert {dist.metadata["Name"] for dist in sandbox._distributions_of("autograder")} == expected
-
-    site = tmp_path / "site"  # a distribution that lists its files but declares no top-level name
-    (site / "undeclared").mkdir(parents=True)
-    (site / "undeclared" / "__init__.py").write_text("")
-    info = site / "undeclared-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: undeclared\nVersion: 1.0\n")
-    (info / "RECORD").write_text("undeclared/__init__.py,,\nundeclared-1.0.dist-info/METADATA,,\n")
-    monkeypatch.setattr(importlib.metadata, "packages_distributions", slow)
-    monkeypatch.syspath_prepend(str(site))
-    found = sandbox._distributions_of("undeclared")
-    assert [dist.metadata["Name"] for dist in found] == ["undeclared"]
-    assert "undeclared/__init__.py" in {str(file) for file in found[0].files}
+    for package in ("kitpkg", "autograder", "other"):
+        assert {dist.metadata["Name"] for dist in sandbox._distributions_of(package)} == expected[package]

@@ -78,15 +78,23 @@ def _one_transaction(gradebook):
     so the next change loads them all again: hundreds of queries and a synced write per student. Inside this
     block its commits only flush (ids given, constraints checked, errors raised where they were), and the block
     commits once at its end, or rolls everything back: the course is written whole or not at all."""
-    session = gradebook.db
-    session.commit = session.flush
+    session, rollback, rolled_back = gradebook.db, gradebook.db.rollback, []
+
+    def rolled(*args, **kwargs):  # nbgrader rolls back on a failed write: all of the block's writes so far
+        rolled_back.append(True)
+        return rollback(*args, **kwargs)
+
+    session.commit, session.rollback = session.flush, rolled
     try:
         yield gradebook
     except BaseException:
-        del session.commit
+        del session.commit, session.rollback
         session.rollback()
         raise
-    del session.commit
+    del session.commit, session.rollback
+    if rolled_back:  # a failed write was caught and the block went on: what is left is not the whole
+        session.rollback()
+        raise RuntimeError("a write to the nbgrader course failed and was rolled back; nothing was committed")
     session.commit()
 
 

@@ -83,12 +83,13 @@ def layout(rates: list[tuple[str, str, float]], note: str, text: FreeTypeFont, t
     line = _height(text) + 3
     groups = list(dict.fromkeys(group for _, group, _ in rates))
     colour = {group: PALETTE[index % len(PALETTE)] for index, group in enumerate(groups)}
-    rows = [Row(textwrap.wrap(name, WRAP) or [name], group, rate, colour[group])
-            for name, group, rate in sorted(rates, key=lambda item: (item[2], item[0]))]
+    rows = [Row(textwrap.wrap(name, WRAP) or [name], group, rate if rate == rate else 0.0, colour[group])
+            for name, group, rate in sorted(rates, key=lambda item: (item[2], item[0]))]  # a NaN rate: none
     names = max((text.getlength(each) for row in rows for each in row.lines), default=0)
     left = MARGIN + int(names) + GAP
-    width = left + BAR_WIDTH + PERCENT_WIDTH + MARGIN
-    heading = [TITLE_TEXT] + ([f"({note})"] if note else [])
+    legend = max((text.getlength(group) for group in groups), default=0) + text.getlength("part:") + line + 3 * GAP
+    width = max(left + BAR_WIDTH + PERCENT_WIDTH, int(legend) + MARGIN) + MARGIN  # the widest legend entry fits
+    heading = [TITLE_TEXT] + ([f"({' '.join(note.split())})"] if note else [])  # the note on one line
     y = MARGIN + len(heading) * (_height(title) + 4) + GAP
     chart = Layout((width, 0), left, (0, 0), heading)
     x = MARGIN + int(text.getlength("part:")) + GAP

@@ -18,6 +18,7 @@ process of its user is killed.
 
 import functools
 import importlib.metadata
+import inspect
 import itertools
 import json
 import os
@@ -121,17 +122,27 @@ def kit_install():
 
 
 def _distributions_of(package):
-    """The installed distributions that provide the top-level ``package``: those whose ``top_level.txt`` names it
-    (setuptools writes one, for an editable install too), read without parsing any distribution's metadata or file
-    list; else :func:`importlib.metadata.packages_distributions`'s answer, which infers every distribution's
-    top-level names from its files (a quarter to half a second at each grading run's start, torch's ten thousand
-    files among them)."""
-    declared = [dist for dist in importlib.metadata.distributions()
-                if package in (dist.read_text("top_level.txt") or "").split()]
-    if declared:
-        return declared
-    return [importlib.metadata.distribution(name)
-            for name in importlib.metadata.packages_distributions().get(package, ())]
+    """The installed distributions that provide the top-level ``package``, decided per distribution as
+    :func:`importlib.metadata.packages_distributions` does (the names its ``top_level.txt`` declares, else those
+    its files imply) without its cost: no distribution's metadata is parsed, and only a file list that mentions
+    ``package`` at all is parsed into paths (that function parsed every one, torch's ten thousand files among
+    them: a quarter to half a second at each grading run's start)."""
+    found = []
+    for dist in importlib.metadata.distributions():
+        declared = (dist.read_text("top_level.txt") or "").split()
+        if declared:
+            if package in declared:
+                found.append(dist)
+            continue
+        listing = next((text for text in map(dist.read_text, ("RECORD", "installed-files.txt", "SOURCES.txt"))
+                        if text is not None), None)
+        if listing is not None and package not in listing:
+            continue
+        inferred = {file.parts[0] if len(file.parts) > 1 else inspect.getmodulename(file)
+                    for file in dist.files or ()}
+        if package in inferred:
+            found.append(dist)
+    return found
 
 
 def _hidden_under(roots):
