@@ -62,6 +62,42 @@ def test_malformed_values_are_rejected(node):
         decode(node, [b"\0\0\0\0"])
 
 
+def _layouts(dtype):
+    """One tensor of ``dtype`` in every layout a call's answer takes: contiguous, transposed, expanded (stride 0),
+    a slice at an offset, zero-dim, empty, needing gradients, and a negative or conjugate view."""
+    base = (torch.arange(24.0).reshape(2, 3, 4) * 7 - 50).to(dtype)
+    yield base
+    yield base.transpose(0, 2)
+    yield base[:1, :1].expand(3, 2, 4)
+    yield base[1, 1:, ::2]
+    yield base[0, 0, 0]
+    yield base[:0]
+    if dtype.is_floating_point:
+        yield base.clone().requires_grad_()
+    if dtype.is_floating_point or dtype.is_complex:
+        yield torch._neg_view(base)
+    if dtype.is_complex:
+        yield base.conj()
+
+
+@pytest.mark.parametrize("name", protocol.DTYPE_LIST)
+def test_every_layout_of_every_dtype_travels_as_its_values_in_order(name):
+    dtype = protocol.DTYPES[name]
+    for tensor in _layouts(dtype):
+        blobs = []
+        node = encode(tensor, blobs)
+        values = tensor.detach().resolve_conj().resolve_neg().clone(memory_format=torch.contiguous_format)
+        assert node["dtype"] == name and node["shape"] == list(tensor.shape)
+        assert blobs == [values.reshape(-1).view(torch.uint8).numpy().tobytes()]
+        sent = bytes(blobs[0])
+        back = decode(json.loads(json.dumps(node)), [memoryview(blob) for blob in blobs])
+        assert type(back) is torch.Tensor and back.dtype == dtype and back.is_contiguous()
+        assert torch.equal(back, values) and not back.requires_grad
+        back.zero_()  # the reader's own copy: writable, and the bytes read are left as they came
+        assert blobs[0] == sent
+        assert torch.equal(tensor.detach().resolve_conj().resolve_neg(), values)
+
+
 def test_frames_round_trip_and_bad_frames_are_refused():
     read_fd, write_fd = os.pipe()
     try:
