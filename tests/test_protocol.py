@@ -7,6 +7,8 @@ import threading
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autograder.worker import protocol
 from autograder.worker.protocol import ProtocolError, decode, encode
@@ -212,3 +214,29 @@ def test_the_fake_devices_flags_are_booleans_and_speak_only_for_a_fake_call():
     assert StudentError("f", flagged).summary == "f raised ValueError"
     assert not StudentError("f", flagged).on_cpu_too
     assert StudentError("f", flagged, fake=True).summary == "f raised ValueError on the CPU too (not a device problem)"
+
+
+_JSON_TREES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**80, max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tree=_JSON_TREES, keys=st.dictionaries(st.integers(), st.integers(), max_size=2))
+def test_a_frame_holds_the_values_json_would_write(tree, keys):
+    message = {"value": tree, "numbered": keys}  # keys that are numbers, text with lone surrogates, huge integers
+    expected = json.dumps(json.loads(json.dumps(message)), sort_keys=True)  # -0.0 and 1.0 as written
+    for orjson in (protocol.orjson, None):  # the fast writer, and the runtime without it
+        read_fd, write_fd = os.pipe()
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(protocol, "orjson", orjson)
+                protocol.send(write_fd, message, [b"x"])
+            received, blobs = protocol.receive(read_fd)
+        finally:
+            os.close(read_fd)
+            os.close(write_fd)
+        assert json.dumps(received, sort_keys=True) == expected
+        assert blobs == [b"x"]

@@ -25,6 +25,11 @@ import struct
 import sys
 import time
 
+try:
+    import orjson  # writes a frame's JSON ten times faster than json (the kit pins it)
+except ImportError:  # a runtime without it still speaks the protocol, through json
+    orjson = None
+
 HEADER = struct.Struct("<II")
 MAX_JSON = 16 << 20
 MAX_BLOB = 1 << 30
@@ -280,7 +285,7 @@ def send(fd, message, blobs=(), deadline=None):
     the writer past it (ChannelTimeout).
     """
     sizes = [len(blob) for blob in blobs]
-    body = json.dumps(dict(message, blob_sizes=sizes), allow_nan=False, separators=(",", ":")).encode()
+    body = _dumps(dict(message, blob_sizes=sizes))
     data = HEADER.pack(len(body), sum(sizes)) + body + b"".join(blobs)
     view = memoryview(data)
     while view:
@@ -295,6 +300,19 @@ def send(fd, message, blobs=(), deadline=None):
         except BrokenPipeError:
             raise ChannelClosed("the other side closed the channel") from None
         view = view[written:]
+
+
+def _dumps(message):
+    """``message`` as compact JSON bytes: orjson where it can, json where orjson refuses (a key that is not text,
+    text with a lone surrogate, an integer beyond 64 bits), so a frame holds the values json would write. (orjson
+    writes a NaN as null where json refuses it; no frame holds one: :func:`encode` tags every non-finite float, and
+    the other fields are integers, text and flags.)"""
+    if orjson is not None:
+        try:
+            return orjson.dumps(message)
+        except TypeError:
+            pass
+    return json.dumps(message, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _read_exactly(fd, size, deadline, eager=False):
