@@ -240,3 +240,41 @@ def test_a_frame_holds_the_values_json_would_write(tree, keys):
             os.close(write_fd)
         assert json.dumps(received, sort_keys=True) == expected
         assert blobs == [b"x"]
+
+
+def _received(body: bytes):
+    """What :func:`protocol.receive` makes of a frame whose JSON is ``body`` (no blobs)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, struct.pack("<II", len(body), 0) + body)
+        return protocol.receive(read_fd)[0]
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+_ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=8)  # lone surrogates too
+_TREES_AS_WRITTEN = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**90, max_value=2**90) | st.floats() | _ANY_TEXT,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_ANY_TEXT, children, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tree=_TREES_AS_WRITTEN)
+def test_a_frame_is_read_as_json_reads_it(tree):
+    body = json.dumps({"value": tree}).encode()  # NaN and Infinity as json writes them, huge integers, surrogates
+    assert json.dumps(_received(body), sort_keys=True) == json.dumps(json.loads(body), sort_keys=True)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"x":12345678901234567890123}', b'{"x":-9223372036854775809}', b'{"x":18446744073709551616}',
+    b'{"x":1e400}', b'{"x":NaN,"y":-Infinity}', b'\xef\xbb\xbf{"x":1}', b'{"x":"\\ud800"}', b'{"x":1,"x":2}',
+])
+def test_numbers_text_and_marks_only_json_reads_are_read_as_json_reads_them(body):
+    assert json.dumps(_received(body), sort_keys=True) == json.dumps(json.loads(body), sort_keys=True)
+
+
+def test_json_nested_past_its_depth_is_refused_as_malformed():
+    with pytest.raises(ProtocolError, match="malformed"):
+        _received(b'{"x":' + b"[" * 5000 + b"]" * 5000 + b"}")
