@@ -9,8 +9,8 @@ JSON trees in which a few tagged objects stand for what JSON lacks::
     {"__unsupported__": "SomeClass"}                 anything else a student returned
 
 Decoding accepts nothing else, maps dtype names through a fixed table and
-builds tensors with ``torch.frombuffer``: a hostile worker can send wrong
-numbers, but never code. It is bounded before anything is built: the frame's
+builds tensors from a copy of their bytes (through numpy, or
+``torch.frombuffer``): a hostile worker can send wrong numbers, but never code. It is bounded before anything is built: the frame's
 sizes are checked against the reader's caps before its bytes are read, the
 tree's depth and size are capped, and each blob backs at most one tensor (so
 a reply cannot make the judge hold more tensor bytes than it sent).
