@@ -435,7 +435,10 @@ from worker import main
 torch, _ = main.prepare_torch(1)
 os.environ[main.WARM_UP_ENV] = sys.argv[2]
 main.warm_up(torch)
-seen = {"warm": type(sys.modules["torch._dynamo"]).__name__}
+def kinds():  # what stands in for the compiler, symbolic shapes and sympy: a stand-in's class, or "module"
+    names = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "sympy")
+    return [type(sys.modules[name]).__name__ for name in names]
+seen = {"warm": kinds()}
 def meta_kernels():  # where each operation's meta kernel comes from: PyTorch's Python registrations or compiled code
     lines = [[line for line in torch._C._dispatch_dump(name).splitlines() if line.startswith("Meta:")][0]
              for name in ("aten::addmm", "aten::masked_fill.Scalar")]
@@ -446,34 +449,35 @@ before = set(sys.modules)
 seed_everything()  # what every request does first: nothing left to import in each worker
 seen["imported"] = sorted(set(sys.modules) - before)
 out = on_fake_device(lambda x: (x @ x.transpose(-2, -1)).softmax(-1), (torch.empty(2, 3, 4, device="meta"),), {})
-seen["fake"] = [out["devices"], list(out["value"].shape), type(sys.modules["torch._dynamo"]).__name__]
+seen["fake"] = [out["devices"], list(out["value"].shape), kinds()]
 weight = torch.ones(2, requires_grad=True)
 (weight * 3).sum().backward()
 torch.optim.SGD([weight], lr=0.5).step()  # an optimizer's step asks torch._dynamo for a graph break
-seen["step"] = [weight.tolist(), type(sys.modules["torch._dynamo"]).__name__]
+seen["step"] = [weight.tolist(), kinds()]
 x = torch.linspace(0, 1, 5)
 if sys.argv[1] == "submodule":  # a submodule asked for first: the real package, and that submodule run once
     import torch._dynamo.eval_frame as eval_frame
     seen["once"] = sys.modules["torch._dynamo.eval_frame"] is eval_frame is torch._dynamo.eval_frame
 compiled = torch.compile(lambda x: x.sin() * 2, backend="eager")
 seen["compiled"] = torch.equal(compiled(x), x.sin() * 2)
-seen["after"] = type(sys.modules["torch._dynamo"]).__name__
+seen["after"] = kinds()
 seen["kernels after"] = meta_kernels()
 w, b = torch.ones(3, 4), torch.ones(3)
 linear = torch.compile(torch.nn.functional.linear, backend="eager", dynamic=True)  # symbolic shapes: Python kernels
 seen["dynamic"] = all(torch.equal(linear(torch.ones(n, 4), w, b), torch.full((n, 3), 5.0)) for n in (2, 5))
+seen["after dynamic"] = kinds()
 print(json.dumps(seen))
 """
 
 
 @pytest.mark.parametrize("first", ["attribute", "submodule"])
 def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_still_works(first):
-    """The worker's torch answers the Python kernels' import of ``torch._dynamo`` with a stand-in (that import
-    costs more than torch's own): the lesson's warm-up and a fake-device call leave the real one unloaded, the
-    seeding every request starts with imports nothing more, and a submission that compiles gets the real one,
-    whichever way it first reaches for it. The meta device runs PyTorch's compiled kernels where it has them
-    (Python ones where it has no other) until something compiles: then the Python ones are back, and symbolic
-    shapes work."""
+    """The worker's torch answers the Python kernels' imports of ``torch._dynamo``, of symbolic shapes and of sympy
+    with stand-ins (those imports cost more than torch's own): the lesson's warm-up and a fake-device call leave
+    the real ones unloaded, the seeding every request starts with imports nothing more, and a submission that
+    compiles gets the real ones, whichever way it first reaches for them (symbolic shapes only once it compiles
+    with them). The meta device runs PyTorch's compiled kernels where it has them (Python ones where it has no
+    other) until something compiles: then the Python ones are back, and symbolic shapes work."""
     import subprocess
     import sys
 
@@ -485,12 +489,51 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
                           capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-800:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["warm"] == "StandIn" and seen["fake"] == [["meta"], [2, 3, 3], "StandIn"] and seen["imported"] == []
-    assert seen["step"] == [[-0.5, -0.5], "StandIn"]
-    assert seen["compiled"] is True and seen["after"] == "module"
+    stand_ins = ["CompilerStandIn", "ShapesStandIn", "SympyStandIn"]
+    assert seen["warm"] == stand_ins and seen["fake"] == [["meta"], [2, 3, 3], stand_ins] and seen["imported"] == []
+    assert seen["step"] == [[-0.5, -0.5], stand_ins]
+    assert seen["compiled"] is True and seen["after"][0] == "module"
     assert seen.get("once", True) is True
     assert seen["kernels"] == ["compiled", "python"] and seen["kernels after"] == ["python", "python"]
-    assert seen["dynamic"] is True
+    assert seen["dynamic"] is True and seen["after dynamic"] == ["module"] * 3
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # guard_size_oblivious's own, at each call (values compared)
+def test_the_symbolic_shapes_stand_in_answers_as_torch_does():
+    """Each question the worker's stand-in for ``torch.fx.experimental.symbolic_shapes`` answers itself, asked of
+    plain values, gets torch's own answer (value and type); asked of anything else, it is torch's function that
+    answers or refuses (the same error)."""
+    from torch.fx.experimental import symbolic_shapes as real
+
+    from autograder.worker.stand_ins import PLAIN, ShapesStandIn
+
+    def outcome(function, args):
+        try:
+            value = function(*args)
+        except Exception as error:  # noqa: BLE001 - the refusal is part of the answer
+            return "raised", type(error).__name__, str(error)
+        return "value", type(value).__name__, value
+
+    truth = [(True,), (False,)]
+    plain = {name: truth for name in ("guard_bool", "guard_or_false", "guard_or_true", "statically_known_true")}
+    plain.update(expect_true=truth + [(True, 2)], guard_int=[(3,), (0,)], is_nested_int=[(3,), (2.5,), (True,)],
+                 has_guarding_hint=[(3,), (2.5,), (False,)], guarding_hint_or_throw=[(3,), (True,)],
+                 sym_and=[(True,), (True, False), (True, True, True)], sym_or=[(False,), (False, True), (False,) * 3],
+                 sym_eq=[(3, 3), (3, 4), ((1, 2), [1, 2]), ((1,), (1, 2)), ((), ()), ((1, 2), (1, 3))])
+    other = {name: [(1,), (None,)] for name in plain}
+    other.update(guard_int=[(True,), (2.0,)], is_nested_int=[("x",)], has_guarding_hint=[(None,)],
+                 guarding_hint_or_throw=[(1.5,)], sym_and=[(1, 1), (True, 2)], sym_or=[(1, 0)],
+                 sym_eq=[(True, 1), ("a", "a"), ((1, 2.0), (1, 2))])
+    plain["guard_size_oblivious"], other["guard_size_oblivious"] = [], [(True,), (1,)]  # always torch's own
+    assert set(plain) == set(PLAIN)
+    stand_in = ShapesStandIn()
+    for name in PLAIN:
+        for args in plain[name]:
+            assert PLAIN[name][0](*args), (name, args)  # answered by the stand-in itself
+            assert outcome(getattr(stand_in, name), args) == outcome(getattr(real, name), args), (name, args)
+        for args in other[name]:
+            assert not PLAIN[name][0](*args), (name, args)  # passed on to torch's own
+            assert outcome(getattr(stand_in, name), args) == outcome(getattr(real, name), args), (name, args)
 
 
 def test_the_grade_command_imports_torch_only_once_its_zygote_is_starting():

@@ -52,9 +52,10 @@ def prepare_torch(threads):
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # asking must not initialise CUDA (forks follow)
     import torch
 
-    from . import dynamo_stand_in
+    from . import stand_ins
 
-    dynamo_stand_in.install(torch)  # before any Python kernel runs: their first call would import the compiler
+    # Before any Python kernel runs: their first calls would import the compiler and symbolic shapes.
+    stand_ins.install(torch)
     from .device_rules import prefer_compiled_meta_kernels
 
     prefer_compiled_meta_kernels()  # the fake device's operations on PyTorch's compiled kernels, where it has them

@@ -1,0 +1,212 @@
+"""Stand-ins for two of torch's modules that a worker's calls reach for but, with nothing compiling, never need.
+
+torch's Python code imports two costly modules lazily, at its first call, for work no worker does:
+
+* ``torch._dynamo`` (the compiler; about 1.4 s, more than ``import torch``): torch's Python kernels (the meta
+  device's, which the fake-device checks run on, and every dispatch mode's ``__torch_dispatch__``) import it only
+  to mark themselves as code the compiler must not trace. :class:`CompilerStandIn`'s ``disable`` hands the
+  function back unchanged (with no compiler running, an undisabled function behaves the same), ``graph_break``
+  and ``is_compiling`` answer as the real ones do outside a compiled region.
+* ``torch.fx.experimental.symbolic_shapes`` (symbolic shapes, with sympy; about 0.5 s, a quarter of a warm
+  zygote's start): ``torch._check`` and the Python kernels import it to ask whether a condition or a size holds,
+  in words that also cover symbolic ones. With plain shapes, every such question is a plain ``bool`` or ``int``
+  and each answer is that value itself: :class:`ShapesStandIn` gives it (:data:`PLAIN`), exactly where the real
+  function returns its argument unchanged.
+
+Anything else asked of either (``torch.compile``, a symbolic value, a class, a submodule) first swaps in the
+real module, once, and is answered by it: a submission that compiles works as it would anywhere. Trusted code,
+imported by the worker before any student code runs; it changes no value any call returns.
+"""
+
+import functools
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import operator
+import os
+import sys
+import types
+
+
+class StandIn(types.ModuleType):
+    """A module installed in ``sys.modules`` under a real module's name until something needs more than it
+    offers; then the real one (imported at that moment), for good. ``package``: the real package's folder, so
+    that importing one of its submodules swaps in the real package first (:class:`_Finder`)."""
+
+    NAME = ""
+
+    def __init__(self, package=None):
+        super().__init__(self.NAME)
+        self._finder = None
+        if package is not None:
+            self.__path__ = [package]  # a package's path, so its submodules' imports reach the finder, not an error
+            self._finder = _Finder(self)
+
+    def install(self):
+        sys.modules[self.NAME] = self
+        parent, _, child = self.NAME.rpartition(".")
+        if parent:
+            setattr(importlib.import_module(parent), child, self)
+        if self._finder is not None:
+            sys.meta_path.insert(0, self._finder)
+
+    def real(self):
+        """Swap in and return the real module (imported now, unless an earlier swap did)."""
+        if self._finder in sys.meta_path:
+            sys.meta_path.remove(self._finder)
+        if sys.modules.get(self.NAME) is self:
+            del sys.modules[self.NAME]
+            parent, _, child = self.NAME.rpartition(".")
+            if parent and getattr(sys.modules.get(parent), child, None) is self:
+                delattr(sys.modules[parent], child)
+        return importlib.import_module(self.NAME)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # the import system's own questions (__spec__, __file__, ...)
+            raise AttributeError(name)
+        return getattr(self.real(), name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds a stand-in package's submodules by swapping in the real package first; a submodule that the real
+    package's import already loaded is handed over as it is, never run twice."""
+
+    def __init__(self, stand_in):
+        self.stand_in = stand_in
+
+    def find_spec(self, fullname, path=None, target=None):
+        name = self.stand_in.NAME
+        if not fullname.startswith(name + "."):
+            return None
+        self.stand_in.real()
+        loaded = sys.modules.get(fullname)
+        if loaded is None:
+            return importlib.machinery.PathFinder.find_spec(fullname, sys.modules[name].__path__)
+        return importlib.machinery.ModuleSpec(fullname, _Loaded(loaded))
+
+
+class _Loaded(importlib.abc.Loader):
+    def __init__(self, module):
+        self.module = module
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        pass
+
+
+class CompilerStandIn(StandIn):
+    """``torch._dynamo`` until something needs more than ``disable`` (see the module)."""
+
+    NAME = "torch._dynamo"
+
+    @staticmethod
+    def disable(fn=None, recursive=True, *, reason=None, wrapping=True):
+        """``torch._dynamo.disable`` where nothing compiles: the function itself (or, without one, a decorator
+        that returns its function)."""
+        return fn if fn is not None else (lambda function: function)
+
+    @staticmethod
+    def graph_break():
+        """``torch._dynamo.graph_break`` where nothing compiles: nothing to break (an optimizer's ``step`` calls
+        it on every step)."""
+
+    @staticmethod
+    def is_compiling():
+        return False
+
+    def real(self):
+        """The real ``torch._dynamo``, with the Python meta kernels its fake tensors need registered again
+        (:mod:`.device_rules`)."""
+        from .device_rules import restore_python_meta_kernels
+
+        restore_python_meta_kernels()
+        return super().real()
+
+
+class _NoSympyObject:
+    """``sympy.Basic`` while sympy is not loaded: no object is one (every sympy object is made by the real
+    sympy, whose import swaps it in first)."""
+
+
+class SympyStandIn(StandIn):
+    """``sympy`` until something needs more than ``Basic`` (torch's type promotion asks, of every argument,
+    whether it is a sympy expression)."""
+
+    NAME = "sympy"
+    Basic = _NoSympyObject
+
+
+def _plain_ints(*values):
+    return all(type(value) is int for value in values)
+
+
+def _plain_int_sequences(x, y):
+    return (isinstance(x, (list, tuple)) and isinstance(y, (list, tuple))
+            and _plain_ints(*x) and _plain_ints(*y))
+
+
+# The questions of torch.fx.experimental.symbolic_shapes that torch's Python code asks of plain values, each as
+# ``name: (whether the arguments are plain, the real function's answer for them)``. Each answer is what the real
+# function computes once it has found its arguments are not symbolic (torch 2.13's code, tests/test_units.py
+# checks each against it); any other argument goes to the real function.
+PLAIN = {
+    "expect_true": (lambda a, skip=0: type(a) is bool, lambda a, skip=0: a),
+    "guard_bool": (lambda a: type(a) is bool, lambda a: a),
+    "guard_or_false": (lambda a: type(a) is bool, lambda a: a),
+    "guard_or_true": (lambda a: type(a) is bool, lambda a: a),
+    "statically_known_true": (lambda a: type(a) is bool, lambda a: a),
+    "guard_int": (lambda a: type(a) is int, lambda a: a),
+    "is_nested_int": (lambda a: type(a) in (int, float, bool), lambda a: False),
+    "has_guarding_hint": (lambda a: type(a) in (int, float, bool), lambda a: True),
+    "guarding_hint_or_throw": (lambda a: type(a) in (int, bool), lambda a: a),
+    "sym_and": (lambda x, *others: all(type(value) is bool for value in (x, *others)),
+                lambda x, *others: functools.reduce(operator.and_, others, x)),
+    "sym_or": (lambda x, *others: all(type(value) is bool for value in (x, *others)),
+               lambda x, *others: functools.reduce(operator.or_, others, x)),
+    "sym_eq": (lambda x, y: _plain_ints(x, y) or _plain_int_sequences(x, y),
+               lambda x, y: x == y if type(x) is int else len(x) == len(y) and all(map(operator.eq, x, y))),
+    # Imported beside the others but deprecated (the real one warns at each call): every call goes to it.
+    "guard_size_oblivious": (lambda a: False, None),
+}
+
+
+class ShapesStandIn(StandIn):
+    """``torch.fx.experimental.symbolic_shapes`` while every shape is plain (see the module)."""
+
+    NAME = "torch.fx.experimental.symbolic_shapes"
+
+    def __init__(self, package=None):
+        super().__init__(package)
+        for name, (plain, answer) in PLAIN.items():
+            setattr(self, name, self._question(name, plain, answer))
+
+    def _question(self, name, plain, answer):
+        def question(*args, **kwargs):
+            try:
+                is_plain = plain(*args, **kwargs)
+            except TypeError:  # called in words it does not know: the real function's to answer (or refuse)
+                is_plain = False
+            if is_plain:
+                return answer(*args, **kwargs)
+            if name == "expect_true":  # it names its caller's frame: one more frame up, past this one
+                kwargs["skip"] = kwargs.get("skip", args[1] if len(args) > 1 else 0) + 1
+                args = args[:1]
+            return getattr(self.real(), name)(*args, **kwargs)
+
+        question.__name__ = question.__qualname__ = name
+        return question
+
+
+def install(torch) -> None:
+    """Stand in for ``torch._dynamo``, ``torch.fx.experimental.symbolic_shapes`` and ``sympy``, each unless the
+    real one is loaded already (sympy: or not installed, so that importing it fails as it would)."""
+    sympy = importlib.util.find_spec(SympyStandIn.NAME) if SympyStandIn.NAME not in sys.modules else None
+    packages = {CompilerStandIn: os.path.join(os.path.dirname(torch.__file__), "_dynamo"), ShapesStandIn: None}
+    if sympy is not None and sympy.submodule_search_locations:
+        packages[SympyStandIn] = sympy.submodule_search_locations[0]
+    for stand_in, package in packages.items():
+        if stand_in.NAME not in sys.modules:
+            stand_in(package).install()
