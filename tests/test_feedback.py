@@ -130,3 +130,17 @@ def test_a_feedback_item_is_what_textwrap_makes_of_it(text, indent):
                             subsequent_indent=" " * (indent + 2), break_long_words=False,
                             break_on_hyphens=False) or [" " * indent + "*"]
     assert feedback_text._item(text, indent) == wrapped
+
+
+def test_plain_text_drops_exactly_the_control_characters_and_the_bidirectional_marks():
+    """``escape.plain`` reads every code point as the rule says: Unicode's control characters (category Cc) and
+    the bidirectional embeddings, overrides and isolates become spaces, and nothing else changes."""
+    import unicodedata
+
+    from autograder.reports import escape
+
+    dropped = [char for char in map(chr, range(0x110000)) if escape.plain(f"a{char}b") == "a b"]
+    expected = [char for char in map(chr, range(0x110000)) if unicodedata.category(char) == "Cc"
+                or "\u202a" <= char <= "\u202e" or "\u2066" <= char <= "\u2069" or char.isspace()]
+    assert dropped == expected
+    assert escape.plain("  x\u202e\tsay\n  ") == "x say"

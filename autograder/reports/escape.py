@@ -2,7 +2,6 @@
 
 import html
 import re
-import unicodedata
 
 # Inline Markdown punctuation ("-" and "." matter only at a line start, where this text never stands).
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~])")
@@ -12,11 +11,12 @@ def plain(text: str) -> str:
     """``text`` as one line of plain text: whitespace runs made one space, control characters (and the
     bidirectional overrides that could make a line read other than it is) dropped; nothing else changes, since
     plain text has no markup to escape."""
-    return " ".join("".join(" " if _control(char) else char for char in str(text)).split())
+    return " ".join(_CONTROL.sub(" ", str(text)).split())
 
 
-def _control(char: str) -> bool:
-    return unicodedata.category(char) == "Cc" or "\u202a" <= char <= "\u202e" or "\u2066" <= char <= "\u2069"
+# Unicode's control characters (category Cc: C0, DEL and C1, a set its stability policy fixes) and the
+# bidirectional embeddings, overrides and isolates.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def markdown(text: str) -> str:
