@@ -102,6 +102,21 @@ def test_every_report_run_writes_both_feedback_files(tmp_path):
     assert (tmp_path / "feedback" / "ada.txt").read_text() == feedback_text.render(_record(student="ada"))
 
 
+def test_a_students_own_reports_are_written_once_and_left_alone_by_the_class_reports(tmp_path):
+    """The grade command writes each student's feedback as their record is final (``write_student_reports``); the
+    class's reports at the end then write only the students not written yet."""
+    from autograder.reports import write_student_reports
+
+    paths = write_student_reports(_record(student="ada"), tmp_path)
+    assert sorted(path.name for path in paths) == ["ada.md", "ada.txt"]
+    assert (tmp_path / "feedback" / "ada.md").read_text() == feedback.render(_record(student="ada"))
+    (tmp_path / "feedback" / "ada.md").write_text("kept")
+    paths = write_reports([_record(student="ada"), _record(student="bob")], tmp_path, written={"ada"})
+    assert {path.name for path in paths if path.parent.name == "feedback"} == {"bob.md", "bob.txt"}
+    assert (tmp_path / "feedback" / "ada.md").read_text() == "kept"
+    assert (tmp_path / "feedback" / "bob.txt").read_text() == feedback_text.render(_record(student="bob"))
+
+
 def test_a_record_written_before_the_typed_fields_shows_its_concept_and_what_happened_apart():
     """Records graded before concept and happened were kept apart still read right (``final-gradebook`` on an
     older run): the fields are taken from the output once, when the record is read."""

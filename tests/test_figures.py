@@ -205,3 +205,22 @@ def test_the_pass_rate_chart_keeps_an_odd_rate_a_long_part_and_a_note_of_lines_i
     for x, _, group, _ in chart.legend:
         assert x + sum(text.getmetrics()) + 4 + text.getlength(group) <= chart.size[0]
     assert Image.open(pass_rate_chart(rates, tmp_path / "odd.png", note="two\nlines")).size == chart.size
+
+
+def test_the_score_histogram_counts_each_score_in_its_bin_under_round_labels(tmp_path):
+    """The class report's histogram (Pillow's): equal bins from 0 to the maximum, the last one closed, a score
+    outside the range not counted; axis labels at round steps; a picture of the size it always had."""
+    from PIL import Image
+
+    from autograder.reports import score_chart
+
+    counts, edges = score_chart.bins([0.0, 1.0, 2.5, 3.0, 3.5, -1.0], 3.0)
+    assert counts == [1, 0, 1, 0, 0, 2] and edges[0] == 0.0 and edges[-1] == 3.0 and len(edges) == 7
+    assert score_chart.bins([], 0.0)[1][-1] == 1.0  # no maximum: an axis of 1, never of 0
+    assert score_chart.ticks(19, 5, whole=True) == [0.0, 5.0, 10.0, 15.0, 20.0]  # whole students, above the tallest
+    assert score_chart.ticks(1, 5, whole=True) == [0.0, 1.0]
+    assert score_chart.ticks(121) == [20.0 * index for index in range(8)]
+    assert score_chart.ticks(3) == [0.5 * index for index in range(7)]
+    path = score_chart.score_histogram([0.0, 1.0, 2.5, 3.0], 3.0, tmp_path / "histogram.png")
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.size == score_chart.SIZE

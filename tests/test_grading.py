@@ -393,6 +393,31 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
     assert (tmp_path / "out" / "gradebook.csv").exists()
 
 
+def test_each_students_feedback_is_there_as_soon_as_they_are_graded(tmp_path):
+    """The run's end writes the class's reports; each student's own feedback is written as they are done (the
+    progress line says a student is done once their feedback is there), and it is the same as the end would write."""
+    from autograder.records import results as records
+    from autograder.reports import feedback
+
+    for student in ("ada", "bob"):
+        copy_package(REFERENCE, tmp_path / "class" / student, MODULES)
+    seen = []
+
+    class Watch:
+        def advance(self, detail=""):
+            student = detail.split(":")[0]
+            seen.append((student, sorted(path.name for path in (tmp_path / "out" / "feedback").glob("*"))))
+
+        def close(self):
+            pass
+
+    grade_class(tmp_path / "class", tmp_path / "out", jobs=1, emit=lambda line: None, skip_notebook=True,
+                progress=Watch())
+    assert seen == [("ada", ["ada.md", "ada.txt"]), ("bob", ["ada.md", "ada.txt", "bob.md", "bob.txt"])]
+    record = records.load(tmp_path / "out" / "results" / "bob.json")
+    assert (tmp_path / "out" / "feedback" / "bob.md").read_text() == feedback.render(record)
+
+
 def test_resume_fingerprints_only_what_decides_a_grade(tmp_path):
     """Editing the bench, the demo or a report keeps every saved result; the judge, the worker, the hidden tests,
     the reference and the notebook do not."""

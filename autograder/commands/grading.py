@@ -54,7 +54,7 @@ def _sandbox(mode: str, limits: Limits | None, fork: bool, out_dir: Path, class_
 def warm_reporting(notebook: bool) -> None:
     """Import what the end of a run needs (the reports' modules; nbgrader's database layer when notebooks are
     graded) while the zygote imports torch, before this process imports it: seconds off the run's end (the
-    charts' matplotlib is the drawer's, :mod:`autograder.reports.drawer`). Only a head start: a failure here is
+    charts are the drawer's, :mod:`autograder.reports.drawer`). Only a head start: a failure here is
     left to the real use, which says it as it always did (the class is graded all the same)."""
     try:
         from .. import reports  # noqa: F401 - imported for its start-up cost
@@ -92,10 +92,19 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     if kept:
         emit(f"--resume: {len(kept)} student(s) unchanged since their last grading, kept")
     bar = progress or Progress(len(tasks), "grading")
-    graded = []
+    graded, written = [], set()
 
     def on_done(result: SubmissionResult) -> None:
         graded.append(result)
+        # The student's own feedback now, from the record just written (with --jobs N, while the judges grade on):
+        # less left for the run's end. One that cannot be written now is written with the rest at the end.
+        from ..reports import write_student_reports  # imported while the run waited (warm_reporting)
+
+        try:
+            write_student_reports(result, out_dir)
+            written.add(result.student)
+        except Exception:  # noqa: BLE001 - tried again at the end, which says why if it fails again
+            pass
         bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
 
     watch = LoadWatch()  # timings mean little without the load they ran under
@@ -116,7 +125,7 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
             write_shard_file(out_dir, shard, [result.student for result in class_results])
         from ..reports import write_reports  # imported while the run waited (warm_reporting), not before
 
-        write_reports(class_results, out_dir, drawer)
+        write_reports(class_results, out_dir, drawer, written)
     finally:
         drawer.close()
     load = watch.finish()

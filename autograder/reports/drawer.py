@@ -1,13 +1,11 @@
 """A process of its own that draws a run's charts, warmed up while the run starts.
 
-Importing matplotlib and loading its fonts costs about half a second. In the grading process it sat before the
-judge's torch import, on the first student's path. A :class:`Drawer` is forked at the start of the run instead
-(before torch is imported: a small process), pays that cost at once, beside the start-up (where the judge is
-warm already, as in ``make bench``, on a core that would only wait for the zygote), then waits. At the end, each
-chart it is sent (by the name of a function of :mod:`.figures` and its arguments, as JSON) is drawn in a child of
-its own (:func:`.figures.draw_aside`), beside the reports the run writes meanwhile. A chart the drawer could not
-draw (it is gone, it failed, it was never started) is drawn in the caller's process: the figures are there
-either way.
+Drawing the charts needs Pillow, numpy and their fonts loaded. A :class:`Drawer` is forked at the start of the
+run (before torch is imported: a small process), pays that cost at once, beside the start-up (on a core that
+would only wait for the zygote), then waits. At the end, each chart it is sent (by the name of a function of
+:mod:`.figures` and its arguments, as JSON) is drawn in a child of its own (:func:`.figures.draw_aside`), beside
+the reports the run writes meanwhile. A chart the drawer could not draw (it is gone, it failed, it was never
+started) is drawn in the caller's process: the figures are there either way.
 
 Both sides are the instructor's: nothing a submission wrote reaches the drawer but the records' numbers and names.
 """

@@ -1,7 +1,7 @@
-"""Pictures (PNG files) drawn with matplotlib's file-only backend: the class report's histogram, and the heatmaps a
-lesson's hooks draw with it (the report's pass-rate chart, all text, is Pillow's: :mod:`.rate_chart`). matplotlib is
-imported by the first drawing, not with this module: a grading run draws in a process of its own (:mod:`.drawer`),
-and its own process never needs it."""
+"""Pictures (PNG files): the heatmaps a lesson's hooks draw, with matplotlib's file-only backend, and the class
+report's two charts, drawn with Pillow (:mod:`.rate_chart`, :mod:`.score_chart`: matplotlib's text layout cost the
+run's end most of a second). matplotlib is imported by the first heatmap, not with this module: a grading run draws
+in a process of its own (:mod:`.drawer`), and its own process never needs it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..lesson.assignment import Assignment
-from .rate_chart import pass_rate_chart  # noqa: F401 - one of the report's charts, named here for the drawer
+from .rate_chart import pass_rate_chart  # noqa: F401 - the report's charts, named here for the drawer
+from .score_chart import score_histogram  # noqa: F401
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,16 +65,13 @@ def _figure(**options) -> Figure:
 
 
 def warm() -> None:
-    """Import what drawing needs and draw a small figure (its backend and fonts loaded), so the first chart
-    that counts starts warm."""
-    from PIL import ImageDraw  # noqa: F401 - imported for its start-up cost
+    """Import what the report's charts need and read their fonts, so the first chart that counts starts warm."""
+    import numpy  # noqa: F401 - imported for its start-up cost (the histogram's bins)
+    from PIL import ImageDraw  # noqa: F401 - likewise
 
     from .rate_chart import fonts
 
-    fonts()  # the pass-rate chart's fonts, read once
-    fig = _figure(figsize=(2, 1), dpi=50)
-    fig.subplots().set_title("warm-up")
-    fig.savefig(io.BytesIO(), format="png")
+    fonts()  # the charts' fonts, read once
 
 
 def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel: str, value: str = "value"
@@ -89,22 +87,6 @@ def heatmap(table: np.ndarray, path: str | Path, title: str, xlabel: str, ylabel
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.04, label=value)
-    fig.tight_layout()
-    fig.savefig(path)
-    return path
-
-
-def score_histogram(scores: list[float], max_score: float, path: str | Path) -> Path:
-    """Histogram of the class's total scores; return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig = _figure(figsize=(7, 3.5), dpi=110)
-    ax = fig.subplots()
-    bins = min(20, max(5, len(scores)))
-    ax.hist(scores, bins=bins, range=(0, max_score or 1), color="#3b6ea8", edgecolor="white")
-    ax.set_xlabel(f"score (of {max_score:g})")
-    ax.set_ylabel("students")
-    ax.set_title("Score distribution")
     fig.tight_layout()
     fig.savefig(path)
     return path
