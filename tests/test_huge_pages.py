@@ -96,3 +96,14 @@ def test_the_zygote_collapses_one_huge_page_at_a_time():
     assert ranges and all(length == linux.HUGE_PAGE for _, length in ranges)
     assert sum(length for _, length in ranges) >= 4 * MB
     del held
+
+
+def test_the_zygote_moves_its_memory_into_huge_pages_only_with_a_core_to_spare(monkeypatch):
+    """The zygote's collapse into huge pages runs beside the grading, where a core has no judge: with a judge on
+    every core (``--jobs 2`` on two), it would take that CPU from the judges, and it is skipped."""
+    from autograder.worker import zygote
+
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert zygote.spare_core(1) and not zygote.spare_core(2) and not zygote.spare_core(3)
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0})
+    assert not zygote.spare_core(1)

@@ -310,8 +310,9 @@ def main(argv):
     # time between requests: 0.3 s to well over a second of CPU in all (copies into fresh memory), which before the
     # hello sat on the first students' path. A piece costs a few ms, so a judge's request waits at most that long (pieces of 16 MiB,
     # about 40 ms each here, held up each of the first students' forks and ends). Workers forked meanwhile copy
-    # more page-table entries, and keep their own pages (a collapse copies the zygote's side only).
-    to_collapse = _ranges()
+    # more page-table entries, and keep their own pages (a collapse copies the zygote's side only). Only with a
+    # core to spare: where every core has a judge, that CPU would be taken from grading.
+    to_collapse = _ranges() if spare_core(int(os.environ.get("GRADER_JUDGES", "1"))) else []
     while judges:
         by_socket = {judge.control: judge for judge in judges}
         readable = select.select(list(by_socket), [], [], 0 if to_collapse else None)[0]
@@ -335,6 +336,11 @@ def main(argv):
             if to_collapse and message.get("op") == "preload":  # new mappings: the ranges read before are stale
                 to_collapse = _ranges()
     return 0
+
+
+def spare_core(judges: int) -> bool:
+    """Whether this process has a core that none of ``judges`` grading beside it needs."""
+    return judges < len(os.sched_getaffinity(0))
 
 
 def _ranges():
