@@ -439,6 +439,7 @@ def kinds():  # what stands in for the compiler, symbolic shapes and sympy: a st
     names = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "sympy")
     return [type(sys.modules[name]).__name__ for name in names]
 seen = {"warm": kinds()}
+kept = sys.modules["torch.fx.experimental.symbolic_shapes"], sys.modules["sympy"]  # held as a module would hold them
 def meta_kernels():  # where each operation's meta kernel comes from: PyTorch's Python registrations or compiled code
     lines = [[line for line in torch._C._dispatch_dump(name).splitlines() if line.startswith("Meta:")][0]
              for name in ("aten::addmm", "aten::masked_fill.Scalar")]
@@ -466,6 +467,9 @@ w, b = torch.ones(3, 4), torch.ones(3)
 linear = torch.compile(torch.nn.functional.linear, backend="eager", dynamic=True)  # symbolic shapes: Python kernels
 seen["dynamic"] = all(torch.equal(linear(torch.ones(n, 4), w, b), torch.full((n, 3), 5.0)) for n in (2, 5))
 seen["after dynamic"] = kinds()
+shapes, sympy = sys.modules["torch.fx.experimental.symbolic_shapes"], sys.modules["sympy"]
+seen["kept"] = [kept[0].guard_or_false is shapes.guard_or_false, kept[1].Basic is sympy.Basic,
+                kept[1].__version__ == sympy.__version__, isinstance(sympy.Symbol("n"), kept[1].Basic)]
 print(json.dumps(seen))
 """
 
@@ -496,6 +500,7 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     assert seen.get("once", True) is True
     assert seen["kernels"] == ["compiled", "python"] and seen["kernels after"] == ["python", "python"]
     assert seen["dynamic"] is True and seen["after dynamic"] == ["module"] * 3
+    assert seen["kept"] == [True] * 4  # a stand-in held from before the swap then answers as the real module
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # guard_size_oblivious's own, at each call (values compared)

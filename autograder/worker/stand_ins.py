@@ -1,6 +1,6 @@
-"""Stand-ins for two of torch's modules that a worker's calls reach for but, with nothing compiling, never need.
+"""Stand-ins for modules that a worker's calls reach for but, with nothing compiling, never need.
 
-torch's Python code imports two costly modules lazily, at its first call, for work no worker does:
+torch's Python code imports costly modules lazily, at its first call, for work no worker does:
 
 * ``torch._dynamo`` (the compiler; about 1.4 s, more than ``import torch``): torch's Python kernels (the meta
   device's, which the fake-device checks run on, and every dispatch mode's ``__torch_dispatch__``) import it only
@@ -11,9 +11,10 @@ torch's Python code imports two costly modules lazily, at its first call, for wo
   zygote's start): ``torch._check`` and the Python kernels import it to ask whether a condition or a size holds,
   in words that also cover symbolic ones. With plain shapes, every such question is a plain ``bool`` or ``int``
   and each answer is that value itself: :class:`ShapesStandIn` gives it (:data:`PLAIN`), exactly where the real
-  function returns its argument unchanged.
+  function returns its argument unchanged. Its type promotion imports sympy to ask whether an argument is a sympy
+  expression: none is while sympy is not loaded (:class:`SympyStandIn`).
 
-Anything else asked of either (``torch.compile``, a symbolic value, a class, a submodule) first swaps in the
+Anything else asked of any of them (``torch.compile``, a symbolic value, a class, a submodule) first swaps in the
 real module, once, and is answered by it: a submission that compiles works as it would anywhere. Trusted code,
 imported by the worker before any student code runs; it changes no value any call returns.
 """
@@ -55,12 +56,17 @@ class StandIn(types.ModuleType):
         """Swap in and return the real module (imported now, unless an earlier swap did)."""
         if self._finder in sys.meta_path:
             sys.meta_path.remove(self._finder)
-        if sys.modules.get(self.NAME) is self:
-            del sys.modules[self.NAME]
-            parent, _, child = self.NAME.rpartition(".")
-            if parent and getattr(sys.modules.get(parent), child, None) is self:
-                delattr(sys.modules[parent], child)
-        return importlib.import_module(self.NAME)
+        if sys.modules.get(self.NAME) is not self:
+            return importlib.import_module(self.NAME)
+        del sys.modules[self.NAME]
+        parent, _, child = self.NAME.rpartition(".")
+        if parent and getattr(sys.modules.get(parent), child, None) is self:
+            delattr(sys.modules[parent], child)
+        module = importlib.import_module(self.NAME)
+        # A module that imported this stand-in before the swap still holds it: from now on it reads the real
+        # module's names (its own answers, set above them, give way; a name the real one gains later is asked of it).
+        self.__dict__.update(module.__dict__)
+        return module
 
     def __getattr__(self, name):
         if name.startswith("__"):  # the import system's own questions (__spec__, __file__, ...)
