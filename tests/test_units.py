@@ -440,6 +440,9 @@ def kinds():  # what stands in for the compiler, symbolic shapes and sympy: a st
     return [type(sys.modules[name]).__name__ for name in names]
 seen = {"warm": kinds()}
 kept = sys.modules["torch.fx.experimental.symbolic_shapes"], sys.modules["sympy"]  # held as a module would hold them
+from sympy import Basic as held_basic  # taken before sympy is loaded: a placeholder that no object is
+import importlib.util
+seen["found"] = [importlib.util.find_spec(name).name for name in ("sympy", "torch._dynamo")] + kinds()
 def meta_kernels():  # where each operation's meta kernel comes from: PyTorch's Python registrations or compiled code
     lines = [[line for line in torch._C._dispatch_dump(name).splitlines() if line.startswith("Meta:")][0]
              for name in ("aten::addmm", "aten::masked_fill.Scalar")]
@@ -457,8 +460,10 @@ torch.optim.SGD([weight], lr=0.5).step()  # an optimizer's step asks torch._dyna
 seen["step"] = [weight.tolist(), kinds()]
 x = torch.linspace(0, 1, 5)
 if sys.argv[1] == "submodule":  # a submodule asked for first: the real package, and that submodule run once
+    import torch._dynamo.config as config
     import torch._dynamo.eval_frame as eval_frame
-    seen["once"] = sys.modules["torch._dynamo.eval_frame"] is eval_frame is torch._dynamo.eval_frame
+    seen["once"] = (sys.modules["torch._dynamo.eval_frame"] is eval_frame is torch._dynamo.eval_frame
+                    and eval_frame.config is config)  # the module the package loaded, never a second copy
 compiled = torch.compile(lambda x: x.sin() * 2, backend="eager")
 seen["compiled"] = torch.equal(compiled(x), x.sin() * 2)
 seen["after"] = kinds()
@@ -469,7 +474,8 @@ seen["dynamic"] = all(torch.equal(linear(torch.ones(n, 4), w, b), torch.full((n,
 seen["after dynamic"] = kinds()
 shapes, sympy = sys.modules["torch.fx.experimental.symbolic_shapes"], sys.modules["sympy"]
 seen["kept"] = [kept[0].guard_or_false is shapes.guard_or_false, kept[1].Basic is sympy.Basic,
-                kept[1].__version__ == sympy.__version__, isinstance(sympy.Symbol("n"), kept[1].Basic)]
+                kept[1].__version__ == sympy.__version__, isinstance(sympy.Symbol("n"), kept[1].Basic),
+                isinstance(sympy.Symbol("n"), held_basic), not isinstance(2, held_basic)]
 print(json.dumps(seen))
 """
 
@@ -500,7 +506,8 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     assert seen.get("once", True) is True
     assert seen["kernels"] == ["compiled", "python"] and seen["kernels after"] == ["python", "python"]
     assert seen["dynamic"] is True and seen["after dynamic"] == ["module"] * 3
-    assert seen["kept"] == [True] * 4  # a stand-in held from before the swap then answers as the real module
+    assert seen["kept"] == [True] * 6  # a stand-in held from before the swap then answers as the real module
+    assert seen["found"] == ["sympy", "torch._dynamo", *stand_ins]  # found as the real ones, none swapped in
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # guard_size_oblivious's own, at each call (values compared)

@@ -98,9 +98,9 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
         graded.append(result)
         # The student's own feedback now, from the record just written (with --jobs N, while the judges grade on):
         # less left for the run's end. One that cannot be written now is written with the rest at the end.
-        from ..reports import write_student_reports  # imported while the run waited (warm_reporting)
-
         try:
+            from ..reports import write_student_reports  # imported while the run waited (warm_reporting)
+
             write_student_reports(result, out_dir)
             written.add(result.student)
         except Exception:  # noqa: BLE001 - tried again at the end, which says why if it fails again

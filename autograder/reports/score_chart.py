@@ -47,9 +47,10 @@ def score_histogram(scores: list[float], max_score: float, path: str | Path) -> 
     text, title = fonts()
     counts, edges = bins(scores, max_score)
     width, height = SIZE
-    left, right = PLOT_LEFT, width - MARGIN - 4
-    top, bottom = MARGIN + 30, height - PLOT_BOTTOM
     count_ticks = ticks(max(max(counts, default=0), 1), 5, whole=True)
+    labels = max(text.getlength(f"{tick:g}") for tick in count_ticks)  # the widest count, left of the axis
+    left, right = max(PLOT_LEFT, MARGIN + 24 + int(labels) + 8), width - MARGIN - 4
+    top, bottom = MARGIN + 30, height - PLOT_BOTTOM
     highest = count_ticks[-1]
     scale_x = (right - left) / (edges[-1] - edges[0])
     scale_y = (bottom - top) / highest

@@ -19,6 +19,7 @@ real module, once, and is answered by it: a submission that compiles works as it
 imported by the worker before any student code runs; it changes no value any call returns.
 """
 
+import contextlib
 import functools
 import importlib
 import importlib.abc
@@ -45,6 +46,9 @@ class StandIn(types.ModuleType):
             self._finder = _Finder(self)
 
     def install(self):
+        # The real module's spec (found, not imported): ``importlib.util.find_spec`` of a name in sys.modules
+        # reads it, and refuses a module whose spec is None.
+        self.__spec__ = importlib.util.find_spec(self.NAME)
         sys.modules[self.NAME] = self
         parent, _, child = self.NAME.rpartition(".")
         if parent:
@@ -54,22 +58,27 @@ class StandIn(types.ModuleType):
 
     def real(self):
         """Swap in and return the real module (imported now, unless an earlier swap did)."""
-        if self._finder in sys.meta_path:
+        with contextlib.suppress(ValueError):
             sys.meta_path.remove(self._finder)
-        if sys.modules.get(self.NAME) is not self:
-            return importlib.import_module(self.NAME)
-        del sys.modules[self.NAME]
-        parent, _, child = self.NAME.rpartition(".")
-        if parent and getattr(sys.modules.get(parent), child, None) is self:
-            delattr(sys.modules[parent], child)
+        swapping = sys.modules.get(self.NAME) is self
+        if swapping:
+            sys.modules.pop(self.NAME, None)
+            parent, _, child = self.NAME.rpartition(".")
+            if parent and getattr(sys.modules.get(parent), child, None) is self:
+                with contextlib.suppress(AttributeError):
+                    delattr(sys.modules[parent], child)
         module = importlib.import_module(self.NAME)
-        # A module that imported this stand-in before the swap still holds it: from now on it reads the real
-        # module's names (its own answers, set above them, give way; a name the real one gains later is asked of it).
-        self.__dict__.update(module.__dict__)
+        if swapping:
+            # A module that imported this stand-in before the swap still holds it: from now on it reads the real
+            # module's names (its own answers, set above them, give way; a name the real one gains later is
+            # asked of it).
+            self.__dict__.update(module.__dict__)
         return module
 
     def __getattr__(self, name):
-        if name.startswith("__"):  # the import system's own questions (__spec__, __file__, ...)
+        # The import system's and inspect's own questions (__file__, __cached__, ...) are answered "none", as a
+        # built-in module's are; what a module offers its users (__all__, __version__) is the real module's.
+        if name.startswith("__") and name not in ("__all__", "__version__"):
             raise AttributeError(name)
         return getattr(self.real(), name)
 
@@ -86,21 +95,28 @@ class _Finder(importlib.abc.MetaPathFinder):
         if not fullname.startswith(name + "."):
             return None
         self.stand_in.real()
-        loaded = sys.modules.get(fullname)
+        # Out of sys.modules until the import system puts it back: left there, the import system would take its
+        # spec and run its file again, into a second module.
+        loaded = sys.modules.pop(fullname, None)
         if loaded is None:
             return importlib.machinery.PathFinder.find_spec(fullname, sys.modules[name].__path__)
         return importlib.machinery.ModuleSpec(fullname, _Loaded(loaded))
 
 
 class _Loaded(importlib.abc.Loader):
+    """Hands an already loaded module to the import system, its own spec kept (the import system sets this
+    loader's)."""
+
     def __init__(self, module):
-        self.module = module
+        self.module, self.spec = module, getattr(module, "__spec__", None)
 
     def create_module(self, spec):
         return self.module
 
     def exec_module(self, module):
-        pass
+        if getattr(module, "__spec__", None) is not self.spec:
+            with contextlib.suppress(AttributeError):  # a module that refuses new names kept its own anyway
+                module.__spec__ = self.spec
 
 
 class CompilerStandIn(StandIn):
@@ -132,7 +148,19 @@ class CompilerStandIn(StandIn):
         return super().real()
 
 
-class _NoSympyObject:
+class _RealSympyBasic(type):
+    """Once sympy is loaded, the placeholder below (held by whoever took it before) answers as ``sympy.Basic``."""
+
+    def __instancecheck__(cls, value):
+        real = sys.modules.get(SympyStandIn.NAME)
+        return not isinstance(real, StandIn) and real is not None and isinstance(value, real.Basic)
+
+    def __subclasscheck__(cls, other):
+        real = sys.modules.get(SympyStandIn.NAME)
+        return not isinstance(real, StandIn) and real is not None and issubclass(other, real.Basic)
+
+
+class _NoSympyObject(metaclass=_RealSympyBasic):
     """``sympy.Basic`` while sympy is not loaded: no object is one (every sympy object is made by the real
     sympy, whose import swaps it in first)."""
 
