@@ -7,7 +7,6 @@ computed from these records.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import tempfile
@@ -257,11 +256,6 @@ class SubmissionResult:
 
     def group_scores(self) -> dict[str, tuple[float, float]]:
         """``{group: (score, max_score)}`` in first-seen order."""
-        return dict(self._group_totals)
-
-    @functools.cached_property
-    def _group_totals(self) -> dict[str, tuple[float, float]]:
-        # Computed once per record (every report reads it, some twice): the record is frozen.
         groups = {}
         for test in self.tests:
             score, top = groups.get(test.group, (0.0, 0.0))
