@@ -161,6 +161,9 @@ def _parents_args(path, made):
     return args
 
 
+THP_SETTINGS = Path("/sys/kernel/mm/transparent_hugepage")
+
+
 def _system_args():
     args = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib32", "lib64", "sbin"):
@@ -214,6 +217,8 @@ def _bwrap(sandbox, binds, command, network=False, cwd="/tmp", info_fd=None, wri
     # The private /tmp first: a runtime that lives under /tmp is bound on top of it, not hidden by it.
     args += ["--size", str(sandbox.limits.tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp"]
     args += _system_args()
+    if THP_SETTINGS.is_dir():  # read by glibc's malloc (its hugetlb tunable): its heap then grows in huge pages
+        args += _parents_args(THP_SETTINGS, made) + ["--ro-bind", str(THP_SETTINGS), str(THP_SETTINGS)]
     runtime = _runtime_paths()
     for path in runtime:
         args += _parents_args(path, made) + ["--ro-bind", str(path), str(path)]

@@ -108,10 +108,8 @@ class Zygote:
         (self.control, _), self.lent = pairs[0], [ours for ours, _ in pairs[1:]]
         theirs = [their.fileno() for _, their in pairs]
         try:
-            # How many judges will grade with it: beside fewer judges than cores, it has a core to itself.
-            env = dict(extra_env or {}, GRADER_JUDGES=str(max(lend, 1)))
             self.sandboxed = Sandboxed(sandbox, lambda info: sandboxes.zygote_command(
-                sandbox, theirs, scratch_dir, info_fd=info, extra_env=env), theirs)
+                sandbox, theirs, scratch_dir, info_fd=info, extra_env=extra_env), theirs)
         finally:
             for _, their in pairs:
                 their.close()

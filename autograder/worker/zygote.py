@@ -306,13 +306,13 @@ def main(argv):
             _send(judge.control, hello)
         except OSError:
             pass  # that judge has gone already: its socket reads as closed below
-    # What every worker inherits moves into huge pages while the zygote has nothing else to do, one huge page at a
-    # time between requests: 0.3 s to well over a second of CPU in all (copies into fresh memory), which before the
-    # hello sat on the first students' path. A piece costs a few ms, so a judge's request waits at most that long (pieces of 16 MiB,
-    # about 40 ms each here, held up each of the first students' forks and ends). Workers forked meanwhile copy
-    # more page-table entries, and keep their own pages (a collapse copies the zygote's side only). Only with a
-    # core to spare: where every core has a judge, that CPU would be taken from grading.
-    to_collapse = _ranges() if spare_core(int(os.environ.get("GRADER_JUDGES", "1"))) else []
+    # What every worker inherits and is not in huge pages yet (malloc's heap grew in them: GLIBC_TUNABLES) moves
+    # there while the zygote has nothing else to do, one huge page at a time between requests, so a judge's request
+    # waits a few ms at most: about 0.1 s of CPU in all (copies into fresh memory), where each worker's fork and
+    # exit then cost about 5 ms less (fewer page-table entries to copy and free): a gain from the twentieth
+    # student on, with a core to spare or not. Workers forked meanwhile copy more page-table entries, and keep
+    # their own pages (a collapse copies the zygote's side only).
+    to_collapse = _ranges()
     while judges:
         by_socket = {judge.control: judge for judge in judges}
         readable = select.select(list(by_socket), [], [], 0 if to_collapse else None)[0]
@@ -336,11 +336,6 @@ def main(argv):
             if to_collapse and message.get("op") == "preload":  # new mappings: the ranges read before are stale
                 to_collapse = _ranges()
     return 0
-
-
-def spare_core(judges: int) -> bool:
-    """Whether this process has a core that none of ``judges`` grading beside it needs."""
-    return judges < len(os.sched_getaffinity(0))
 
 
 def _ranges():
