@@ -91,24 +91,15 @@ def test_a_worker_in_bwrap_grows_its_heap_in_huge_pages():
     """glibc's ``hugetlb`` tunable acts only once malloc has read the kernel's huge-page settings, which a sandbox
     without ``/sys`` hides: the zygote's heap (torch's 85 MB) was then all small pages, each one a page-table
     entry that every worker's fork copied and its exit freed. bwrap binds those settings, read-only."""
-    import subprocess
-    import sys
     from pathlib import Path
 
     import pytest
-
-    from autograder.errors import KitError
-    from autograder.sandbox import isolation as sandboxes
+    from workers import run_in_bwrap
 
     settings = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if not settings.exists() or "[never]" in settings.read_text():
         pytest.skip("this kernel gives no transparent huge pages")
-    try:
-        chosen = sandboxes.choose_sandbox("bwrap")
-    except KitError as error:
-        pytest.skip(f"no bwrap sandbox here: {error}")
-    argv = sandboxes._bwrap(chosen, [], [sys.executable, "-c", _GROW_THE_HEAP])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = run_in_bwrap(_GROW_THE_HEAP)
     assert done.returncode == 0, done.stderr[-500:]
     assert int(done.stdout) >= 2048, "the sandboxed heap holds no huge page"
 

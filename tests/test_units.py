@@ -175,18 +175,9 @@ def test_each_worker_is_forked_straight_into_a_pid_namespace_of_its_own():
     """In a sandbox as the zygote's: the zygote is PID 1 of its own PID namespace; each worker fork is PID 1 of a
     fresh one, one after another, and any other child of the zygote is born in the zygote's namespace, not in
     the last worker's."""
-    import subprocess
-    import sys
+    from workers import run_in_bwrap
 
-    from autograder.sandbox import isolation as sandboxes
-    from autograder.errors import KitError
-
-    try:
-        chosen = sandboxes.choose_sandbox("bwrap")
-    except KitError as error:
-        pytest.skip(f"no bwrap sandbox here: {error}")
-    argv = sandboxes._bwrap(chosen, [], [sys.executable, "-c", _PID_NAMESPACES])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = run_in_bwrap(_PID_NAMESPACES)
     assert done.returncode == 0, done.stderr[-500:]
     seen = json.loads(done.stdout)
     assert seen["zygote"] == 1 and seen["workers"] == [1, 1, 1] and seen["plain"] not in (None, 1)

@@ -30,3 +30,22 @@ def remote_over(factory, folder):
     made, scratch = factory
     files, _ = read_files(folder, CONTRACT)
     return RemoteSubmission(made.sandbox, made.launcher(files, scratch), CONTRACT, files=files)
+
+
+def run_in_bwrap(source):
+    """Run Python ``source`` in a bwrap sandbox as a worker's (the same mounts, user and environment); its
+    completed process. Skips the test where bwrap does not work here."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from autograder.errors import KitError
+    from autograder.sandbox import isolation as sandboxes
+
+    try:
+        chosen = sandboxes.choose_sandbox("bwrap")
+    except KitError as error:
+        pytest.skip(f"no bwrap sandbox here: {error}")
+    argv = sandboxes._bwrap(chosen, [], [sys.executable, "-c", source])
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
