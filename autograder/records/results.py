@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -307,32 +307,26 @@ class SubmissionResult:
         )
 
 
-def _umask() -> int:
-    """This process's umask, read without changing it (Linux reports it in /proc; elsewhere set and restore)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part; with the mode an
-    ordinary file would get (the umask's: ``umask 027`` lets a teaching team's group read the outputs)."""
+    ordinary file would get (created 0666, the kernel applies the umask: ``umask 027`` lets a teaching team's
+    group read the outputs)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    data = text.encode("utf-8")
+    while True:
+        tmp = path.parent / f".tmp-{secrets.token_hex(8)}{path.suffix}"
+        try:  # O_EXCL and O_NOFOLLOW: a file of its own, never one or a link already there
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would keep the team out
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with open(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
