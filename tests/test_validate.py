@@ -10,7 +10,9 @@ from autograder import paths
 from autograder.errors import KitError
 from autograder.lesson.catalogue import Edit, Mutant
 from autograder.records.results import Cause, SubmissionResult, TestResult
-from autograder.commands.validate import assess, charged_to, diagnosis_matrix, precision, validate
+from autograder.commands.validate import (assess, charged_to, diagnosis_matrix, forbidden_naming_nothing, precision,
+                                         validate)
+from autograder.lesson import assignment as assignments
 
 
 def test_validate_passes_and_prints_the_report(capsys):
@@ -124,3 +126,12 @@ def test_a_bug_charged_to_more_than_two_concepts_is_wrong():
     two = SubmissionResult("bug", result.tests[:2])
     verdict, = assess({"bug": two}, {"bug": _bug(("sdpa-scaling", "sdpa-mask"))}, {}, topics)
     assert verdict.ok
+
+
+def test_a_forbidden_api_that_names_nothing_is_flagged_by_validate():
+    """A misspelt forbidden path would leave the real call unwatched (the worker skips what names nothing): the
+    kit's lesson names only real calls, and a typo is caught by name."""
+    contract = assignments.default().contract
+    assert contract.forbidden and forbidden_naming_nothing(contract) == []
+    typo = replace(contract, forbidden=(*contract.forbidden, "torch.nn.MultiHeadAttention", "torchh.linalg.norm"))
+    assert forbidden_naming_nothing(typo) == ["torch.nn.MultiHeadAttention", "torchh.linalg.norm"]

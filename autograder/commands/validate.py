@@ -23,6 +23,7 @@ from ..errors import KitError
 from .grading import grade_class
 from ..judge.hidden_suite import collect_rubric
 from ..lesson.catalogue import build, copy_package, load_catalogue
+from ..worker.contract import Contract, resolve_path
 
 PRECISION_GOAL = 0.95
 MAX_CONCEPTS = 2  # a single mistake fails the tests of at most this many concepts
@@ -146,6 +147,10 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
     if require_cuda:
         _cuda_check()
     assignment = assignments.resolve(assignment)
+    unnamed = forbidden_naming_nothing(assignment.contract)
+    for path in unnamed:
+        emit(f"WRONG: forbidden API {path} names nothing in the libraries installed here (a typo, or gone from "
+             "this version?): no worker could catch a call to it")
     modules = assignment.contract.modules
     bugs = {bug.id: bug for bug in load_catalogue(assignment.catalogue / "bugs.toml", "bug")}
     variants = {variant.id: variant for variant in load_catalogue(assignment.catalogue / "variants.toml", "variant")}
@@ -187,4 +192,10 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
     if require_cuda:
         emit("GPU check: CUDA present, no GPU check skipped" if all(v.ok for v in verdicts) else
              "GPU check: FAILED")
-    return all(verdict.ok for verdict in verdicts) and share >= PRECISION_GOAL
+    return all(verdict.ok for verdict in verdicts) and share >= PRECISION_GOAL and not unnamed
+
+
+def forbidden_naming_nothing(contract: Contract) -> list[str]:
+    """The contract's forbidden paths that name nothing here: the worker skips them (a library version without
+    the call has nothing to trip on), so a misspelt one would leave the real call unwatched, silently."""
+    return [path for path in contract.forbidden if resolve_path(path)[1] is None]

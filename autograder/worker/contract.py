@@ -4,6 +4,7 @@ The judge reads it from the assignment's descriptor (:mod:`autograder.lesson.ass
 worker as JSON (the ``GRADER_CONTRACT`` variable), so no lesson is written into the worker's code.
 """
 
+import importlib
 import json
 from dataclasses import dataclass
 
@@ -55,3 +56,16 @@ class Contract:
     @classmethod
     def from_env(cls, environ: dict) -> "Contract":
         return cls.from_json(json.loads(environ[ENV]))
+
+
+def resolve_path(path: str) -> tuple[object, object]:
+    """``(owner, object)`` that the dotted ``path`` names, importing its top-level module (``(None, None)`` when it
+    names nothing in the libraries installed here)."""
+    parts = path.split(".")
+    try:
+        owner = importlib.import_module(parts[0])
+        for part in parts[1:-1]:
+            owner = getattr(owner, part)
+        return owner, getattr(owner, parts[-1])
+    except (ImportError, AttributeError):
+        return None, None

@@ -28,7 +28,7 @@ import types
 
 import torch
 
-from .contract import Contract
+from .contract import Contract, resolve_path
 from .cpu_rerun import rerun_on_cpu
 from .protocol import DTYPES, MAX_DEPTH, MAX_NODES, decode, encode
 
@@ -559,7 +559,7 @@ def install_tripwires(session):
         setattr(owner, name, tripwire)
 
     for path in session.contract.forbidden:
-        owner, target = _resolve(path)
+        owner, target = resolve_path(path)
         if target is None:
             continue  # not in this library version: nothing to call
         if isinstance(target, type):
@@ -588,15 +588,3 @@ def install_import_guard(contract: Contract) -> None:
         return original(name, globals, locals, fromlist, level)
 
     builtins.__import__ = guarded
-
-
-def _resolve(path):
-    """``(owner, object)`` that the dotted ``path`` names (``(None, None)`` when it names nothing)."""
-    parts = path.split(".")
-    try:
-        owner = importlib.import_module(parts[0])
-        for part in parts[1:-1]:
-            owner = getattr(owner, part)
-        return owner, getattr(owner, parts[-1])
-    except (ImportError, AttributeError):
-        return None, None
