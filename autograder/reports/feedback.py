@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..records.results import SubmissionResult, write_atomic
-from ..intake.naming import safe_name
+from ..records.results import SubmissionResult
 from .escape import markdown
-from .feedback_view import score_line, view  # noqa: F401  (score_line: its old home)
+from .feedback_view import score_line, view, write_each  # noqa: F401  (score_line: its old home)
 
 
 def render(result: SubmissionResult) -> str:
@@ -83,9 +82,4 @@ def _inline(text: str) -> str:
 
 
 def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
-    written = []
-    for result in results:
-        path = Path(out_dir) / "feedback" / f"{safe_name(result.student)}.md"
-        write_atomic(path, render(result))
-        written.append(path)
-    return written
+    return write_each(results, out_dir, ".md", render)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from ..records.results import SubmissionResult, write_atomic
-from ..intake.naming import safe_name
+from ..records.results import SubmissionResult
 from .escape import plain
-from .feedback_view import view
+from .feedback_view import view, write_each
 
 WIDTH = 78
 
@@ -107,9 +106,4 @@ def render(result: SubmissionResult) -> str:
 
 
 def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
-    written = []
-    for result in results:
-        path = Path(out_dir) / "feedback" / f"{safe_name(result.student)}.txt"
-        write_atomic(path, render(result))
-        written.append(path)
-    return written
+    return write_each(results, out_dir, ".txt", render)

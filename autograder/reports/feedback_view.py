@@ -13,9 +13,12 @@ so no student text can pass for one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..records.results import SubmissionResult, TestResult
+from ..intake.naming import safe_name
+from ..records.results import SubmissionResult, TestResult, write_atomic
 
 SHOWN = ("visible", "after_due_date", "after_published")
 # What final-gradebook writes into a test graded in formgrader: this line, then the comment if there is one.
@@ -132,3 +135,14 @@ def view(result: SubmissionResult) -> FeedbackView:
         pending=sum(test.max_score for test in written if test.status == "pending"),
         written_total=sum(test.max_score for test in written))
 
+
+def write_each(results: list[SubmissionResult], out_dir: str | Path, suffix: str,
+               render: Callable[[SubmissionResult], str]) -> list[Path]:
+    """Each student's feedback in one format (``render``) at ``feedback/<their id, made safe><suffix>``; the
+    paths written, in order."""
+    written = []
+    for result in results:
+        path = Path(out_dir) / "feedback" / f"{safe_name(result.student)}{suffix}"
+        write_atomic(path, render(result))
+        written.append(path)
+    return written
