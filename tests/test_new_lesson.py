@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from autograder.errors import KitError
 from autograder.commands.gradescope import build_package
 from autograder.commands.grading import grade_class
 from autograder.judge.hidden_suite import collect_rubric
-from autograder.lesson.catalogue import build, copy_package, load_catalogue
+from autograder.lesson.catalogue import build, copy_package, distinct_ids, load_catalogue
 from autograder.commands.new_lesson import scaffold
 from autograder.commands.release import release
 from autograder.commands.validate import validate
@@ -153,3 +154,24 @@ def test_a_misspelt_key_is_refused_by_name_never_ignored(tmp_path):
     bugs.write_text(bugs.read_text().replace("catches =", "catch =").replace('new = "', 'neww = "'))
     with pytest.raises(KitError, match="unknown key catch, edit.neww"):
         load_catalogue(bugs, "bug")
+
+
+def test_catalogue_ids_are_folder_names_and_one_namespace(tmp_path):
+    """Each id names a submission's folder in the class validate grades: an id that is not a plain name, or one
+    a bug and a variant share (or ``reference``), would put a submission elsewhere or replace another's."""
+    folder = tmp_path / "lesson"
+    scaffold("ids", folder)
+    bugs, variants = folder / "catalogue" / "bugs.toml", folder / "catalogue" / "variants.toml"
+    bug_id = load_catalogue(bugs, "bug")[0].id
+    text = bugs.read_text()
+    bugs.write_text(text.replace(f'id = "{bug_id}"', 'id = "../elsewhere"'))
+    with pytest.raises(KitError, match=r"ids must be letters, digits.*'\.\./elsewhere'"):
+        load_catalogue(bugs, "bug")
+    bugs.write_text(text)
+    variant_id = load_catalogue(variants, "variant")[0].id
+    variants.write_text(variants.read_text().replace(f'id = "{variant_id}"', f'id = "{bug_id}"'))
+    with pytest.raises(KitError, match=f"catalogue id '{bug_id}' is used twice"):
+        distinct_ids(load_catalogue(bugs, "bug"), load_catalogue(variants, "variant"), taken=("reference",))
+    with pytest.raises(KitError, match="catalogue id 'reference' is used twice"):
+        distinct_ids([replace(load_catalogue(bugs, "bug")[0], id="reference")], taken=("reference",))
+    distinct_ids(load_catalogue(bugs, "bug"), taken=("reference",))  # apart, each file is fine

@@ -22,7 +22,7 @@ from ..lesson import assignment as assignments
 from ..errors import KitError
 from .grading import grade_class
 from ..judge.hidden_suite import collect_rubric
-from ..lesson.catalogue import build, copy_package, load_catalogue
+from ..lesson.catalogue import build, copy_package, distinct_ids, load_catalogue
 from ..worker.contract import Contract, resolve_path
 
 PRECISION_GOAL = 0.95
@@ -154,6 +154,7 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
     modules = assignment.contract.modules
     bugs = {bug.id: bug for bug in load_catalogue(assignment.catalogue / "bugs.toml", "bug")}
     variants = {variant.id: variant for variant in load_catalogue(assignment.catalogue / "variants.toml", "variant")}
+    distinct_ids(list(bugs.values()), list(variants.values()), taken=("reference", "stubs"))
     topics = {entry.id: entry.topic for entry in collect_rubric(assignment.hidden_tests)}  # one line if broken
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         class_dir = Path(tmp) / "class"

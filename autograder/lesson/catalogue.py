@@ -8,6 +8,7 @@ text to put in front of it. Entries also say which hidden tests must catch them.
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ class Mutant:
 
 ENTRY_KEYS = ("id", "title", "edit", "file", "catches", "concept", "demo", "may_lose", "topics", "not_public", "base")
 EDIT_KEYS = ("file", "old", "new", "prepend")
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 def load_catalogue(path: str | Path, kind: str) -> list[Mutant]:
@@ -73,7 +75,22 @@ def load_catalogue(path: str | Path, kind: str) -> list[Mutant]:
     ids = [mutant.id for mutant in mutants]
     if len(set(ids)) != len(ids):
         raise KitError(f"{path}: duplicate ids in [[{kind}]]")
+    odd = [repr(name) for name in ids if not isinstance(name, str) or not ID.fullmatch(name)]
+    if odd:  # each id names a submission's folder
+        raise KitError(f"{path}: [[{kind}]] ids must be letters, digits, '-' and '_', got {', '.join(odd)}")
     return mutants
+
+
+def distinct_ids(*catalogues: list[Mutant], taken: tuple[str, ...] = ()) -> None:
+    """Refuse, in one line, an id two catalogues share (or one of ``taken``, such as ``reference``): graded in one
+    class, one submission's folder would replace the other's."""
+    seen = set(taken)
+    for mutants in catalogues:
+        for mutant in mutants:
+            if mutant.id in seen:
+                raise KitError(f"catalogue id {mutant.id!r} is used twice (ids are one namespace across the "
+                               f"catalogue's files, and {', '.join(map(repr, taken))} are taken)")
+            seen.add(mutant.id)
 
 
 def build(mutant: Mutant, destination: str | Path, assignment: Assignment, source: str | Path | None = None
