@@ -149,8 +149,8 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
     assignment = assignments.resolve(assignment)
     unnamed = forbidden_naming_nothing(assignment.contract)
     for path in unnamed:
-        emit(f"WRONG: forbidden API {path} names nothing in the libraries installed here (a typo, or gone from "
-             "this version?): no worker could catch a call to it")
+        emit(f"WRONG: forbidden API {path} names nothing a worker reaches here (a typo, a name this version "
+             "lacks, or a submodule its package does not import itself): no worker could catch a call to it")
     modules = assignment.contract.modules
     bugs = {bug.id: bug for bug in load_catalogue(assignment.catalogue / "bugs.toml", "bug")}
     variants = {variant.id: variant for variant in load_catalogue(assignment.catalogue / "variants.toml", "variant")}
