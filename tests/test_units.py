@@ -702,6 +702,37 @@ def test_the_grade_summary_states_rate_jobs_cores_and_load_and_leaves_out_what_i
     assert RunLoad(10.0, 2, None, None, None).describe(5, 1) == "0.50 students a second at --jobs 1 (2.00 s a student)"
     measured = LoadWatch().finish()
     assert measured.seconds > 0 and measured.cores >= 1
+    shared = RunLoad(10.0, 2, 5.34, None, None, machine_cores=16).describe(40, 2)
+    assert shared.endswith("; 5.3 of the machine's 16 cores busy, 2 usable here")
+
+
+def test_usable_cores_honour_a_containers_cpu_quota_in_cgroup_v1_and_v2(tmp_path, monkeypatch):
+    """``docker --cpus 2`` on a 16-core host: ``os.cpu_count()`` says 16, the quota says 2. The bench measures
+    ``--jobs`` 4 and 8 only where they can run at once, and the grade summary counts the cores the run had."""
+    from autograder.commands import machine_load
+    from autograder.commands.bench import jobs_to_measure
+
+    def tree(cgroup, files):
+        (tmp_path / "proc").write_text(cgroup)
+        for name, text in files.items():
+            (tmp_path / "cg" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "cg" / name).write_text(text)
+        return machine_load.cpu_quota(tmp_path / "proc", tmp_path / "cg")
+
+    # v2: the tightest of the cgroup and those above it
+    assert tree("0::/outer/inner\n", {"outer/inner/cpu.max": "max 100000\n", "outer/cpu.max": "150000 100000\n"}) == 1.5
+    # v1, as a container sees it: cpu,cpuacct mounted together
+    assert tree("4:cpu,cpuacct:/docker/x\n2:memory:/docker/x\n", {"cpu,cpuacct/docker/x/cpu.cfs_quota_us": "200000\n",
+                "cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000\n"}) == 2.0
+    assert tree("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}) is None
+    assert machine_load.cpu_quota(tmp_path / "missing", tmp_path / "cg") is None
+    monkeypatch.setattr(machine_load, "cpu_quota", lambda: 2.5)
+    monkeypatch.setattr(machine_load.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert machine_load.usable_cores() == 3
+    monkeypatch.setattr(machine_load, "cpu_quota", lambda: 0.5)
+    assert machine_load.usable_cores() == 1 and jobs_to_measure() == [1, 2]
+    monkeypatch.setattr(machine_load, "cpu_quota", lambda: None)
+    assert machine_load.usable_cores() == 16 and jobs_to_measure() == [1, 2, 4, 8]
 
 
 def test_the_reports_head_start_never_stops_a_run(monkeypatch):

@@ -7,7 +7,6 @@ so background load affects both alike.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ..lesson.assignment import Assignment
-from .machine_load import busy_cpu_seconds, load_average
+from .machine_load import busy_cpu_seconds, load_average, usable_cores
 from ..lesson.reference import load_reference
 
 # Goals as ratios to a bare torch import (issue "every core counts"): code grading per submission end to end at
@@ -94,8 +93,9 @@ def grading_rate(class_dir: str | Path, jobs: int, assignment: Assignment, sandb
 
 
 def jobs_to_measure(cores: int | None = None) -> list[int]:
-    """``--jobs`` settings worth timing here: 1 and 2, then 4 and 8 where the machine has that many cores."""
-    cores = cores or os.cpu_count() or 1
+    """``--jobs`` settings worth timing here: 1 and 2, then 4 and 8 where this process may use that many cores
+    (:func:`~.machine_load.usable_cores`: its affinity, capped by a container's CPU quota)."""
+    cores = cores or usable_cores()
     return [1, 2] + [jobs for jobs in (4, 8) if cores >= jobs]
 
 
@@ -181,7 +181,7 @@ def run_bench(assignment: Assignment, repeats: int = 5, emit: Callable[[str], No
     unit = bare_torch_import()
     load = load_average()
     emit(f"bare 'python -c \"import torch\"': {unit:.2f} s, best of 3 (the unit below, with one more import timed "
-         f"in each grading round); {os.cpu_count()} cores" + (f", load average {load:.1f}" if load is not None else ""))
+         f"in each grading round); {usable_cores()} cores usable" + (f", load average {load:.1f}" if load is not None else ""))
     if class_size:
         throughput, unit = grading_throughput(class_size, emit, assignment, unit, rounds=min(repeats, 3))
         results.update(throughput)
