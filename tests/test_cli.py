@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from autograder import cli, paths
-from autograder.commands.bench import jobs_to_measure, run_bench
+from autograder.commands.bench import fixed_cost_line, jobs_to_measure, run_bench
 from lesson import LESSON
 
 import rubric_totals
@@ -82,6 +82,16 @@ def test_benchmark_reports_every_ratio_with_its_goal():
     # the lesson's 3, then the issue's: --jobs 1, the speed-up at --jobs 2, a class with notebooks
     assert sum("goal" in line for line in lines) == 6
     assert any(line.startswith("nbgrader's own autograde of the same notebooks") for line in lines)
+    assert any(line.startswith("paid once a run, whatever the class size") for line in lines)
+
+
+def test_the_bench_says_what_a_run_pays_once_and_the_speed_up_it_leaves():
+    """1.1 s paid once beside 8 s of grading: twice as fast once under way still shows only 9.1 / 5.1 end to end."""
+    line = fixed_cost_line(100, {1: (0.091, 0.080), 2: (0.054, 0.043)})
+    assert "1.10 s at --jobs 1, 1.10 s at --jobs 2" in line
+    assert "perfect scaling would show 1.78x at --jobs 2 for 100 submissions" in line
+    assert "0.00 s at --jobs 1" in fixed_cost_line(10, {1: (0.08, 0.08), 2: (0.04, 0.04)})
+    assert "2.00x" in fixed_cost_line(10, {1: (0.08, 0.08), 2: (0.04, 0.04)})
 
 
 def test_the_bench_times_more_judges_only_where_the_cores_are():

@@ -175,3 +175,5 @@ def test_catalogue_ids_are_folder_names_and_one_namespace(tmp_path):
     with pytest.raises(KitError, match="catalogue id 'reference' is used twice"):
         distinct_ids([replace(load_catalogue(bugs, "bug")[0], id="reference")], taken=("reference",))
     distinct_ids(load_catalogue(bugs, "bug"), taken=("reference",))  # apart, each file is fine
+    with pytest.raises(KitError, match=r"catalogue's files\)$"):  # nothing reserved: no list of reserved ids
+        distinct_ids(load_catalogue(bugs, "bug"), load_catalogue(variants, "variant"))

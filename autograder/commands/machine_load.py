@@ -42,8 +42,8 @@ def cpu_quota(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("
         if controllers == "":
             places.append((root, path, True))
         elif "cpu" in controllers.split(","):
-            places.append((root / controllers, path, False))
-            places.append((root / "cpu", path, False))  # v1 mounts cpu,cpuacct also under cpu/
+            # v1 mounts cpu,cpuacct under that name and, as a link, under cpu/: each folder read once
+            places += [(folder, path, False) for folder in dict.fromkeys([root / controllers, root / "cpu"])]
     quotas = []
     for base, path, v2 in places:
         folder = base / path.strip("/")

@@ -88,8 +88,9 @@ def distinct_ids(*catalogues: list[Mutant], taken: tuple[str, ...] = ()) -> None
     for mutants in catalogues:
         for mutant in mutants:
             if mutant.id in seen:
+                reserved = f", and {', '.join(map(repr, taken))} are taken" if taken else ""
                 raise KitError(f"catalogue id {mutant.id!r} is used twice (ids are one namespace across the "
-                               f"catalogue's files, and {', '.join(map(repr, taken))} are taken)")
+                               f"catalogue's files{reserved})")
             seen.add(mutant.id)
 
 
