@@ -29,6 +29,7 @@ from .planning import discover, plan, shard_students, without_clashes, write_sha
 from .progress import Progress
 from ..records.results import SubmissionResult
 from ..reports.drawer import Drawer
+from ..sandbox.head_start import HeadStart
 from ..sandbox.isolation import Limits, Requested, Sandbox, choose_sandbox, lock_instructor_folders
 
 
@@ -78,7 +79,6 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
     assignment = assignments.resolve(assignment)
-    skip_notebook = skip_notebook or assignment.notebook is None
     students = discover(class_dir, out_dir, assignment.contract)
     if shard is not None:
         students = shard_students(students, shard, shard_by)
@@ -86,51 +86,56 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise KitError(f"--out is not a folder: {out_dir}")
-    sandbox = _sandbox(sandbox_mode, limits, fork, out_dir, Path(class_dir), emit, assignment, unisolated_ok)
-    seal.ready()  # every record is sealed as it is written
-    tasks, kept = plan(students, out_dir, assignment, resume, notebook=not skip_notebook, emit=emit)
-    if kept:
-        emit(f"--resume: {len(kept)} student(s) unchanged since their last grading, kept")
-    bar = progress or Progress(len(tasks), "grading")
-    graded, written = [], set()
+    # The zygote now, in the sandbox the check below picks if bubblewrap works: its torch import is most of the
+    # run's start-up, and overlaps the check, the plan and the judge's start-up instead of following them.
+    skip_notebook = skip_notebook or assignment.notebook is None
+    with HeadStart.start(sandbox_mode, limits, fork, assignment, lend=jobs if jobs > 1 else 0) as head_start:
+        sandbox = _sandbox(sandbox_mode, limits, fork, out_dir, Path(class_dir), emit, assignment, unisolated_ok)
+        head_start.keep_for(sandbox)
+        seal.ready()  # every record is sealed as it is written
+        tasks, kept = plan(students, out_dir, assignment, resume, notebook=not skip_notebook, emit=emit)
+        if kept:
+            emit(f"--resume: {len(kept)} student(s) unchanged since their last grading, kept")
+        bar = progress or Progress(len(tasks), "grading")
+        graded, written = [], set()
 
-    def on_done(result: SubmissionResult) -> None:
-        graded.append(result)
-        # The student's own feedback now, from the record just written (with --jobs N, while the judges grade on):
-        # less left for the run's end. One that cannot be written now is written with the rest at the end.
+        def on_done(result: SubmissionResult) -> None:
+            graded.append(result)
+            # The student's own feedback now, from the record just written (with --jobs N, while the judges grade on):
+            # less left for the run's end. One that cannot be written now is written with the rest at the end.
+            try:
+                from ..reports import write_student_reports  # imported while the run waited (warm_reporting)
+
+                write_student_reports(result, out_dir)
+                written.add(result.student)
+            except Exception:  # noqa: BLE001 - tried again at the end, which says why if it fails again
+                pass
+            bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
+
+        watch = LoadWatch()  # timings mean little without the load they ran under
+        meanwhile = functools.partial(warm_reporting, notebook=not skip_notebook)
+        drawer = Drawer.start()  # forked before this process imports torch (a small process then), it warms up at once
         try:
-            from ..reports import write_student_reports  # imported while the run waited (warm_reporting)
+            if jobs == 1 or len(tasks) <= 1:
+                judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook, meanwhile,
+                           core=core_pairing.core_for(0, 1, sandbox.threads), head_start=head_start)
+            else:
+                grade_in_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, not skip_notebook,
+                                  meanwhile=meanwhile, head_start=head_start)
+            bar.close()
+            if not skip_notebook and graded:
+                nbgrader_record.record_class(out_dir, graded, assignment, emit)
+            class_results = sorted(kept + graded, key=lambda result: result.student)
+            if shard is not None:
+                write_shard_file(out_dir, shard, [result.student for result in class_results])
+            from ..reports import write_reports  # imported while the run waited (warm_reporting), not before
 
-            write_student_reports(result, out_dir)
-            written.add(result.student)
-        except Exception:  # noqa: BLE001 - tried again at the end, which says why if it fails again
-            pass
-        bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
-
-    watch = LoadWatch()  # timings mean little without the load they ran under
-    meanwhile = functools.partial(warm_reporting, notebook=not skip_notebook)
-    drawer = Drawer.start()  # forked before this process imports torch (a small process then), it warms up at once
-    try:
-        if jobs == 1 or len(tasks) <= 1:
-            judge_loop(iter(tasks), sandbox, out_dir, on_done, assignment, not skip_notebook, meanwhile,
-                       core=core_pairing.core_for(0, 1, sandbox.threads))
-        else:
-            grade_in_parallel(tasks, sandbox, out_dir, jobs, on_done, assignment, not skip_notebook,
-                              meanwhile=meanwhile)
-        bar.close()
-        if not skip_notebook and graded:
-            nbgrader_record.record_class(out_dir, graded, assignment, emit)
-        class_results = sorted(kept + graded, key=lambda result: result.student)
-        if shard is not None:
-            write_shard_file(out_dir, shard, [result.student for result in class_results])
-        from ..reports import write_reports  # imported while the run waited (warm_reporting), not before
-
-        write_reports(class_results, out_dir, drawer, written)
-    finally:
-        drawer.close()
-    load = watch.finish()
-    emit(f"graded {len(graded)} submission(s) in {load.seconds:.1f} s: {load.describe(len(graded), jobs)}; "
-         f"sandbox: {sandbox.mode}; results in {out_dir}")
-    for line in triage.summary(class_results):  # whom to look at, and the written answers left to grade
-        emit(line)
-    return class_results
+            write_reports(class_results, out_dir, drawer, written)
+        finally:
+            drawer.close()
+        load = watch.finish()
+        emit(f"graded {len(graded)} submission(s) in {load.seconds:.1f} s: {load.describe(len(graded), jobs)}; "
+             f"sandbox: {sandbox.mode}; results in {out_dir}")
+        for line in triage.summary(class_results):  # whom to look at, and the written answers left to grade
+            emit(line)
+        return class_results

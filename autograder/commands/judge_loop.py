@@ -33,6 +33,7 @@ from ..intake import submission as submissions
 from .planning import Task
 from ..intake.naming import result_path
 from ..records.results import GraderFailure, SubmissionResult
+from ..sandbox.head_start import HeadStart
 from ..sandbox.isolation import Sandbox
 from ..sandbox.launch import WorkerFactory
 from ..worker import linux
@@ -179,16 +180,18 @@ def reporter(stream) -> Callable[[SubmissionResult], None]:
 
 def judge_loop(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path,
                done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
-               meanwhile: Callable[[], None] | None = None, core: int | None = None) -> None:
+               meanwhile: Callable[[], None] | None = None, core: int | None = None,
+               head_start: HeadStart | None = None) -> None:
     """Grade ``tasks`` (an iterator) of ``assignment`` in this process, writing each result; call ``done(result)``
     after each; ``notebook``: grade its notebook too (when it has one); ``meanwhile()``: work of the caller's
     done while the zygote starts (this process would only wait for it); ``core``: the core this judge and its
-    workers grade on (:mod:`.core_pairing`; None: wherever the scheduler puts them).
+    workers grade on (:mod:`.core_pairing`; None: wherever the scheduler puts them); ``head_start``: a zygote
+    started before the sandbox was chosen, used if it fits.
 
     The next student is prepared before the current one is graded, so a slow worker start-up overlaps the
     current tests.
     """
-    with WarmJudge(sandbox, out_dir, assignment, notebook, meanwhile=meanwhile) as warm:
+    with WarmJudge(sandbox, out_dir, assignment, notebook, meanwhile=meanwhile, head_start=head_start) as warm:
         spare = core_pairing.spare_cores(1)  # read before this thread is placed
         with core_pairing.judge_on(core) as placed:
             warm.factory.core, warm.factory.spare = placed, spare
@@ -201,12 +204,15 @@ class WarmJudge:
     zygote imports torch too. ``lend``: control sockets of that zygote for judges forked from this process
     (:meth:`fork`, ``grade --jobs N``), which then start in milliseconds rather than with a torch import, a
     collection and a zygote of their own. ``meanwhile()``: the caller's own start-up work, done while the zygote
-    imports torch (before this process's torch import: the zygote takes longer to start than it does)."""
+    imports torch (before this process's torch import: the zygote takes longer to start than it does).
+    ``head_start``: a zygote started before the sandbox was chosen (:mod:`~autograder.sandbox.head_start`), taken
+    as this judge's own if it fits."""
 
     def __init__(self, sandbox: Sandbox, out_dir: str | Path, assignment: Assignment, notebook: bool = False,
-                 lend: int = 0, meanwhile: Callable[[], None] | None = None) -> None:
+                 lend: int = 0, meanwhile: Callable[[], None] | None = None,
+                 head_start: HeadStart | None = None) -> None:
         self.sandbox, self.out_dir, self.assignment, self.lend = sandbox, out_dir, assignment, lend
-        self.meanwhile = meanwhile
+        self.meanwhile, self.head_start = meanwhile, head_start
         self.notebook = assignment.notebook if notebook else None  # the file to read, when the notebook is graded
         self.forked = 0
 
@@ -214,7 +220,8 @@ class WarmJudge:
         allocator.keep_big_buffers()
         self._scratch = tempfile.TemporaryDirectory(prefix="judge-")
         self.scratch_root = self._scratch.name
-        self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend)
+        ahead = self.head_start.take(self.sandbox, self.lend) if self.head_start is not None else None
+        self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend, zygote=ahead)
         collecting = gc.isenabled()
         gc.disable()  # start-up allocates for good: collections then would only walk it all (100 ms each)
         try:

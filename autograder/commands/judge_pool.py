@@ -33,6 +33,7 @@ from .judge_loop import WarmJudge, failed_result, judge_loop, read_tasks, report
 from .planning import Task
 from ..intake.naming import result_path
 from ..records.results import GraderFailure, SubmissionResult
+from ..sandbox.head_start import HeadStart
 from ..sandbox.isolation import Limits, Sandbox
 
 OUTSTANDING = 2  # per judge: the student being graded and the one whose worker warms up
@@ -185,9 +186,10 @@ class JudgePool:
 
 def grade_in_parallel(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Path, jobs: int,
                       on_done: Callable[[SubmissionResult], None], assignment: Assignment, notebook: bool = False,
-                      judge_command: Sequence[str] | None = None, meanwhile: Callable[[], None] | None = None
-                      ) -> None:
-    """Grade ``tasks`` of ``assignment`` on ``jobs`` judges; ``meanwhile()`` once they are started.
+                      judge_command: Sequence[str] | None = None, meanwhile: Callable[[], None] | None = None,
+                      head_start: HeadStart | None = None) -> None:
+    """Grade ``tasks`` of ``assignment`` on ``jobs`` judges; ``meanwhile()`` once they are started; ``head_start``:
+    a zygote started before the sandbox was chosen, shared by the judges if it fits.
 
     The judges are forked from this process once it has imported torch, collected the hidden tests and warmed a
     zygote, which they share (each over a socket of its own): every core grades from about the moment one judge
@@ -201,5 +203,6 @@ def grade_in_parallel(tasks: Iterable[Task], sandbox: Sandbox, out_dir: str | Pa
             JudgePool([*judge_command, str(manifest)], sandbox, out_dir, on_done, env).run(tasks, jobs, meanwhile)
         return
     # meanwhile() runs before the forks: what it imports, the judges share.
-    with WarmJudge(sandbox, out_dir, assignment, notebook, lend=jobs, meanwhile=meanwhile) as warm:
+    with WarmJudge(sandbox, out_dir, assignment, notebook, lend=jobs, meanwhile=meanwhile,
+                   head_start=head_start) as warm:
         JudgePool(None, sandbox, out_dir, on_done, fork=lambda: _Forked(*warm.fork())).run(tasks, jobs)

@@ -433,6 +433,15 @@ def _uid_problem(limits, threads):
     return outcome if isinstance(outcome, tuple) else (outcome, 0)
 
 
+def bwrap_candidate(mode="auto", limits=None, threads=1, fork=True):
+    """The sandbox :func:`choose_sandbox` picks for these arguments if bubblewrap works (not tried here), or None
+    where it cannot pick bwrap (another mode asked for, or no bwrap installed): what a zygote started before the
+    choice (:mod:`.head_start`) is started in."""
+    if mode not in ("auto", "bwrap", "isolated") or shutil.which("bwrap") is None:
+        return None
+    return Sandbox("bwrap", "", limits or Limits(), threads, fork)
+
+
 def choose_sandbox(mode="auto", limits=None, threads=1, fork=True, unisolated_ok=False):
     """Resolve ``--sandbox``: ``auto`` is the strongest mode that works (bwrap, then uid), else a KitError that
     names why each failed and the fix; ``isolated`` is the same; ``bwrap`` and ``uid`` must work; ``none`` runs
@@ -447,7 +456,7 @@ def choose_sandbox(mode="auto", limits=None, threads=1, fork=True, unisolated_ok
     if mode in ("auto", "bwrap", "isolated"):
         reason = _bwrap_problem(limits, threads)
         if reason is None:
-            return Sandbox("bwrap", "", limits, threads, fork)
+            return bwrap_candidate(mode, limits, threads, fork)
         if mode == "bwrap":
             raise KitError(f"--sandbox bwrap does not work here: {reason}")
         reasons.append(f"bubblewrap: {reason}")

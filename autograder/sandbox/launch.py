@@ -21,18 +21,24 @@ from .worker_process import WorkerProcess
 from .zygote_client import SharedZygote, Zygote
 
 
+def worker_env(assignment):
+    """What every worker of ``assignment`` is told: its contract, and the lesson's warm-up for the zygote."""
+    env = {CONTRACT_ENV: assignment.contract.to_env()}
+    if assignment.warm_up is not None:
+        env[WARM_UP_ENV] = assignment.warm_up.read_text(encoding="utf-8")
+    return env
+
+
 class WorkerFactory:
     """Starts the workers of one judge process for one assignment; owns its zygote (if any)."""
 
     def __init__(self, sandbox, scratch_root, assignment, lend=0, zygote=None):
         """``lend``: start the zygote with control sockets for that many judges forked from this one;
-        ``zygote``: a :class:`SharedZygote` to use instead of starting one."""
+        ``zygote``: one to use instead of starting one (a :class:`SharedZygote`, or a :class:`Zygote` started
+        ahead, :mod:`.head_start`), owned by this factory from now."""
         self.sandbox, self.scratch_root, self.lend = sandbox, Path(scratch_root), lend
         self.contract = assignment.contract
-        # What every worker of this assignment is told: its contract, and the lesson's warm-up for the zygote.
-        self.env = {CONTRACT_ENV: self.contract.to_env()}
-        if assignment.warm_up is not None:
-            self.env[WARM_UP_ENV] = assignment.warm_up.read_text(encoding="utf-8")
+        self.env = worker_env(assignment)
         self.zygote, self.note = zygote, ""
         self.use_zygote = sandbox.mode == "bwrap" and sandbox.fork
         self.shares = cpu_share.open_shares()  # None where cgroups v2 offer no CPU controller here
