@@ -674,6 +674,14 @@ for path in ("/dev/shm/{token}", "/tmp/{token}"):
         print("WROTE", path)
     except OSError as error:
         print("could not write", path, error)
+import socket
+try:  # a listening socket by name (the abstract namespace, one per network namespace), left open at the end
+    parked_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    parked_socket.bind("\\0{token}")
+    parked_socket.listen(1)
+    print("BOUND", "{token}")
+except OSError as error:
+    print("could not bind", error)
 '''
 
 FIND = '''
@@ -685,13 +693,19 @@ if segment >= 0:
     print("FOUND-SEGMENT", ctypes.string_at(libc.shmat(segment, None, 0), {length}))
 for path in ("/dev/shm/{token}", "/tmp/{token}"):
     print("FOUND-FILE" if os.path.exists(path) else "no file", path)
+import socket
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect("\\0{token}")
+    print("FOUND-SOCKET")
+except OSError as error:
+    print("no socket", type(error).__name__)
 '''
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_nothing_a_worker_leaves_reaches_the_next_student(mode, tmp_path):
-    """Shared memory (System V and /dev/shm) and files parked by one student are gone before the next one runs
-    (confined without namespaces: refused in the first place)."""
+    """Shared memory (System V and /dev/shm), files and listening sockets parked by one student are gone before
+    the next one runs (confined without namespaces: refused in the first place)."""
     sandbox_mode, fork = _sandbox_for(mode)
     token = "park" + hashlib.sha256(os.urandom(16)).hexdigest()[:12]
     key = int.from_bytes(os.urandom(3), "big") + 1
@@ -703,13 +717,52 @@ def test_nothing_a_worker_leaves_reaches_the_next_student(mode, tmp_path):
         tmp_path / "class", tmp_path / "out", jobs=1, sandbox_mode=sandbox_mode, emit=lambda line: None,
         fork=fork, skip_notebook=True)}
     parked = results["a-parks"].extra.get("student_output", "")
-    if mode == "uid":  # no IPC namespace to hold them: System V memory and shared folders are refused outright
-        assert "PARKED" not in parked and "WROTE" not in parked, parked[:500]
-    else:
-        assert "PARKED" in parked and "WROTE /dev/shm/" in parked, parked[:500]  # else the test proves nothing
+    if mode == "uid":  # no IPC namespace to hold them: System V memory, shared folders and sockets are refused
+        assert "PARKED" not in parked and "WROTE" not in parked and "BOUND" not in parked, parked[:500]
+    else:  # else the test proves nothing
+        assert "PARKED" in parked and "WROTE /dev/shm/" in parked and "BOUND" in parked, parked[:500]
     looked = results["b-looks"].extra.get("student_output", "")
-    assert "no file /dev/shm/" in looked and "no file /tmp/" in looked, looked[:500]
+    assert "no file /dev/shm/" in looked and "no file /tmp/" in looked and "no socket" in looked, looked[:500]
     assert "FOUND" not in looked
+
+
+NETWORK = '''
+import fcntl, socket, struct
+try:  # which network namespace this is (SO_NETNS_COOKIE, Linux 5.14): one number per namespace
+    cookie = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).getsockopt(socket.SOL_SOCKET, 71, 8)
+    print("NETNS", int.from_bytes(cookie, "little"))
+except OSError as error:
+    print("NETNS-UNKNOWN", error)
+try:  # bring the loopback device up (SIOCSIFFLAGS, IFF_UP): a network two workers could meet on
+    fcntl.ioctl(socket.socket(socket.AF_INET, socket.SOCK_DGRAM).fileno(), 0x8914, struct.pack("16sH22x", b"lo", 1))
+    print("LO-UP-ALLOWED")
+except OSError as error:
+    print("LO-UP-REFUSED", error.errno)
+'''
+
+
+def test_workers_grading_at_once_never_share_a_network_and_none_can_change_its_own(tmp_path):
+    """Forked workers share a network namespace with the earlier workers of their own judge only (one after
+    another: nothing of one outlives it, above): the two judges of --jobs 2, grading at the same time, use two,
+    neither the grader's; and no worker can bring a device up in it (it is owned by the zygote's user
+    namespace, where a worker holds no capability)."""
+    import socket
+
+    sandbox_mode, fork = _sandbox_for("forked")
+    try:
+        own = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).getsockopt(socket.SOL_SOCKET, 71, 8)
+    except OSError:
+        pytest.skip("this kernel does not name network namespaces (SO_NETNS_COOKIE)")
+    for index in range(4):
+        heads = copy_package(STUBS, tmp_path / "class" / f"s{index}", MODULES) / "heads.py"
+        heads.write_text(NETWORK + heads.read_text())
+    results = grade_class(tmp_path / "class", tmp_path / "out", jobs=2, sandbox_mode=sandbox_mode, fork=fork,
+                          emit=lambda line: None, skip_notebook=True)
+    outputs = [result.extra.get("student_output", "") for result in results]
+    assert len(outputs) == 4 and all("LO-UP-REFUSED" in output for output in outputs), outputs
+    cookies = {int(line.split()[1]) for output in outputs for line in output.splitlines() if line.startswith("NETNS ")}
+    assert int.from_bytes(own, "little") not in cookies
+    assert len(cookies) == 2, f"one network per judge, not per grader or per class: {outputs}"
 
 
 def test_a_worker_that_stops_reading_cannot_hold_a_large_request(tmp_path, scratch):
