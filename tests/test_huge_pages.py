@@ -2,6 +2,8 @@
 
 import mmap
 
+import pytest
+
 from autograder.sandbox import allocator
 from autograder.worker import linux
 
@@ -115,6 +117,35 @@ def test_the_zygote_serves_on_when_its_ranges_cannot_be_read(monkeypatch):
     assert zygote._ranges() == []
     monkeypatch.setattr(linux, "anonymous_ranges", lambda most: [(0, linux.HUGE_PAGE)])
     assert zygote._ranges() == [(0, linux.HUGE_PAGE)]
+
+
+def test_the_zygote_moves_its_memory_into_huge_pages_only_with_a_core_to_spare(monkeypatch):
+    """The zygote's collapse into huge pages runs beside the grading, where a core has no judge: with a judge on
+    every core (``--jobs 2`` on two) it would take that CPU from the judges, and it is skipped."""
+    from autograder.worker import zygote
+
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert zygote.spare_core(1) and not zygote.spare_core(2) and not zygote.spare_core(3)
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0})
+    assert not zygote.spare_core(1)
+
+
+def test_a_zygote_is_told_how_many_judges_share_it(monkeypatch, tmp_path):
+    from autograder.sandbox import isolation, zygote_client
+    from autograder.worker.zygote import JUDGES_ENV
+
+    told = []
+
+    def command(sandbox, control_fds, scratch_dir, info_fd=None, extra_env=None):
+        told.append((len(control_fds), (extra_env or {}).get(JUDGES_ENV)))
+        raise OSError("not started: the test reads what it would be told")
+
+    monkeypatch.setattr(isolation, "zygote_command", command)
+    sandbox = isolation.Sandbox("bwrap", "", isolation.Limits())
+    for lend in (0, 1, 2):
+        with pytest.raises(OSError):
+            zygote_client.Zygote(sandbox, tmp_path, {}, lend=lend)
+    assert told == [(1, "1"), (2, "1"), (3, "2")]
 
 
 def test_the_zygote_collapses_one_huge_page_at_a_time():

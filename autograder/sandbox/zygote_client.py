@@ -14,6 +14,7 @@ from dataclasses import asdict
 from . import clocks
 from . import isolation as sandboxes
 from ..worker import protocol
+from ..worker.zygote import JUDGES_ENV
 from .channel import CappedOutput, Channel, describe_exit, widen
 from .worker_process import Sandboxed
 
@@ -108,8 +109,10 @@ class Zygote:
         (self.control, _), self.lent = pairs[0], [ours for ours, _ in pairs[1:]]
         theirs = [their.fileno() for _, their in pairs]
         try:
+            # How many judges will grade with it: beside fewer judges than cores it has a core to itself.
+            env = dict(extra_env or {}, **{JUDGES_ENV: str(max(lend, 1))})
             self.sandboxed = Sandboxed(sandbox, lambda info: sandboxes.zygote_command(
-                sandbox, theirs, scratch_dir, info_fd=info, extra_env=extra_env), theirs)
+                sandbox, theirs, scratch_dir, info_fd=info, extra_env=env), theirs)
         finally:
             for _, their in pairs:
                 their.close()
