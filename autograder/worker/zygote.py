@@ -90,8 +90,8 @@ def lane_network():
     Owned by the zygote's user namespace, where a worker (in a user namespace of its own below it) holds no
     capability: it cannot bring the loopback device up, add one, or change anything else there, and what its
     sockets were dies with its processes, before the next worker of that judge runs any student code. Workers of
-    different judges, which run at the same time, are in different ones. A new namespace per worker cost about a
-    millisecond of the kernel's time each (``cleanup_net``), half of it on the other core."""
+    different judges, which run at the same time, are in different ones. A new namespace per worker cost 0.7-1.5 ms
+    of the kernel's time a student (its ``cleanup_net``, on a kernel worker thread)."""
     made = []
 
     def make():
