@@ -501,6 +501,46 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     assert seen["found"] == ["sympy", "torch._dynamo", *stand_ins]  # found as the real ones, none swapped in
 
 
+_REGISTERED_AT = """
+import inspect, json, sys
+from autograder.worker.stand_ins import source_lines_unread
+original = inspect.getframeinfo
+if sys.argv[1] == "unread":
+    with source_lines_unread():
+        assert inspect.getframeinfo(sys._getframe()).code_context is None  # no line read
+        import torch
+else:
+    import torch
+from torch._library.simple_registry import singleton
+print(json.dumps({"restored": inspect.getframeinfo is original, "places": {
+    name: entry.fake_impl.kernel.source for name, entry in singleton._data.items() if entry.fake_impl.kernel}}))
+"""
+
+
+def test_torch_names_the_same_places_when_its_import_reads_no_source_line():
+    """The zygote's and the judge's torch import skip the source lines ``inspect.getframeinfo`` reads for torch's
+    record of where each Python kernel was registered: torch records the same file and line for every one (it
+    keeps no more), and ``inspect`` is itself again once the import is done."""
+    import subprocess
+    import sys
+
+    from autograder.sandbox.isolation import WORKER_DIR
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(WORKER_DIR.parent), "HOME": "/nonexistent"}
+    runs = {how: subprocess.Popen([sys.executable, "-B", "-c", _REGISTERED_AT, how], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+            for how in ("unread", "read")}
+    seen = {}
+    for how, run in runs.items():
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err[-800:]
+        seen[how] = json.loads(out.strip().splitlines()[-1])
+    assert seen["unread"]["restored"] and seen["read"]["restored"]
+    places = seen["read"]["places"]
+    assert len(places) > 50 and all(":" in place and place.split(":")[-1].isdigit() for place in places.values())
+    assert seen["unread"]["places"] == places
+
+
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # guard_size_oblivious's own, at each call (values compared)
 def test_the_symbolic_shapes_stand_in_answers_as_torch_does():
     """Each question the worker's stand-in for ``torch.fx.experimental.symbolic_shapes`` answers itself, asked of
