@@ -42,7 +42,7 @@ def grade(judge, factory, folder, monkeypatch, batches):
         patch.setattr(remote_module.RemoteSubmission, "_round_trip", counted)
         if not batches:
             patch.setattr(remote_module.RemoteSubmission, "calls_ahead",
-                          lambda self, cases: contextlib.nullcontext())
+                          lambda self, cases, key=None: contextlib.nullcontext())
         files, problems = read_files(folder, CONTRACT)
         result = judge.grade("student", files, problems, made.sandbox, made.launcher(files, scratch))
     return replace(result, execution_time=0.0), trips
@@ -153,7 +153,7 @@ def test_an_answer_given_ahead_is_taken_only_while_its_own_case_runs():
     object or the answer the worker made ahead for case 1."""
     calls = [(0, "split_heads", ahead.call_message("split_heads", (1, 2), {})),
              (1, "MultiHeadAttention", ahead.new_message("MultiHeadAttention", (8, 2), {}))]
-    planned = ahead.Ahead(calls)
+    planned = ahead.Ahead(ahead.Plan.of(calls))
     key = ahead.key_of(*ahead.encoded(calls[1][2]))
     planned.keep(key, ("reply", "decode"), 1)
     planned.turn(0)
@@ -194,3 +194,62 @@ def test_a_call_a_check_never_reaches_is_never_made_and_costs_the_checks_after_i
     assert outcomes["test_bad_shapes_raise_value_error"] == "failed" and "batch" in trips
     # split_heads after the bad-shape check, on good shapes: not taken for a function that hung
     assert outcomes["test_inputs_are_left_unchanged"] == outcomes["test_split_shape"] == "passed"
+
+
+def batches_sent(judge, factory, folder, monkeypatch):
+    """``(result, plans made, batches sent)`` of grading ``folder`` with ``judge``: each batch as the bytes of its
+    items and blobs."""
+    made, scratch = factory
+    planned, sent = [], []
+    real_plan, real_trip = ahead.plan, remote_module.RemoteSubmission._round_trip
+
+    def counted_plan(*args, **kwargs):
+        planned.append(1)
+        return real_plan(*args, **kwargs)
+
+    def recorded(self, worker, message, blobs, *args, **kwargs):
+        if message.get("op") == "batch":
+            sent.append((repr(message), [bytes(blob) for blob in blobs]))
+        return real_trip(self, worker, message, blobs, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ahead, "plan", counted_plan)
+        patch.setattr(remote_module.RemoteSubmission, "_round_trip", recorded)
+        files, problems = read_files(folder, CONTRACT)
+        result = judge.grade("student", files, problems, made.sandbox, made.launcher(files, scratch))
+    return replace(result, execution_time=0.0), len(planned), sent
+
+
+def test_a_judge_plans_each_check_once_and_later_submissions_send_the_same_batches(factory, tmp_path, monkeypatch):
+    """The calls a check plans are the judge's own (the planner offers nothing of the submission's), so a judge
+    plans them at its first submission only. A later submission, whatever the first one did (here it rewrote its
+    worker's answers to every batch), gets the batches and the grade a fresh judge gives it."""
+    hostile = submission(tmp_path / "hostile", Edit("heads.py", "def split_heads(x, num_heads):\n",
+                                                    GARBLED_BATCHES.replace("{MODE}", '{"batch": []}')
+                                                    + "\n\ndef split_heads(x, num_heads):\n"))
+    buggy = submission(tmp_path / "buggy", Edit("heads.py", "    x = x.unflatten(-1, (num_heads, d_model // num_heads))",
+                                                "    x = x.unflatten(-1, (d_model // num_heads, num_heads))"))
+    warm = Judge(LESSON)
+    result, _, _ = batches_sent(warm, factory, hostile, monkeypatch)
+    same_outcome(result, batches_sent(Judge(LESSON), factory, hostile, monkeypatch)[0])
+    for folder in (submission(tmp_path / "reference"), buggy):
+        result, plans, sent = batches_sent(warm, factory, folder, monkeypatch)
+        fresh, fresh_plans, fresh_sent = batches_sent(Judge(LESSON), factory, folder, monkeypatch)
+        assert plans < fresh_plans and sent == fresh_sent and len(sent) >= len(TABLES)
+        same_outcome(result, fresh)
+    assert plans == 0 and result.score < result.max_score  # every check planned before; the bug is still found
+
+
+def test_a_judge_makes_a_named_plan_once():
+    """A plan named twice is made once; under another name, it is made again. Its calls' keys are kept with it."""
+    plans, made = ahead.Plans(), []
+
+    def make():
+        made.append(1)
+        return ahead.Plan.of([(0, "split_heads", ahead.call_message("split_heads", (1, 2), {}))])
+
+    one = plans.made(("test_a", "table"), make)
+    assert plans.made(("test_a", "table"), make) is one and len(made) == 1
+    assert plans.made(("test_b", "table"), make) is not one and len(made) == 2
+    assert one.keys == (one.first,) and one.first == ahead.key_of(*ahead.encoded(
+        ahead.call_message("split_heads", (1, 2), {})))

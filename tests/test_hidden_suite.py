@@ -164,7 +164,7 @@ class _PlanningStudent(str):
         self.planned = []
 
     @contextlib.contextmanager
-    def calls_ahead(self, cases):
+    def calls_ahead(self, cases, key=None):
         for case in cases:
             self.planned.append(case("PLANNER"))
         yield lambda index: None

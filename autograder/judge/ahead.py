@@ -15,17 +15,24 @@ What changes is when the worker runs a call: the planned calls of later cases ru
 ones read their answers, and a call after a failing one has been made (unread; what it prints is in the
 student's output). Every request starts from the same seed, so only a submission whose answers depend on the
 order of its calls can tell.
+
+A plan is the judge's own: the planner offers a check nothing of the submission's (no answer, no draw, no file),
+so the calls it records depend only on the check and its arguments, which are the judge's. A judge therefore
+makes each named plan once (:class:`Plans`, its first submission) and every later submission's check sends the
+same batch without planning it again.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 
 from ..worker import protocol
 from ..worker.contract import Contract
 
 MAX_AHEAD = 32  # calls in one batch (the worker takes up to 64)
+MAX_PLANS = 4096  # plans a judge keeps (a suite names one or two a check; more are made afresh each time)
 # A batch's CPU limit. A table's cases are small (milliseconds of honest work in all); a batch that needs more is
 # forgiven and its calls made one at a time. It also bounds what the calls of cases after a failing one (made
 # ahead, never read) add to the submission's CPU budget: at most this, once per table.
@@ -191,16 +198,55 @@ def no_turns(case: int) -> None:
 
 # ---------------------------------------------------------------- the plan of one table, on the judge's side
 
+@dataclass(frozen=True)
+class Plan:
+    """The planned calls of one table, encoded (``planned``: ``((name, encoded message, blobs), ...)``), each
+    one's case (``cases``) and the first one's key (``first``): what a judge keeps, shared by every submission
+    (nothing here is changed after it is made; an :class:`Ahead` takes its own copy of the list to send)."""
+
+    planned: tuple[tuple[str, dict, list], ...]
+    cases: tuple[int, ...]
+    first: tuple | None
+    keys: tuple[tuple | None, ...]  # each call's key, where it names no object the batch makes (else None)
+
+    @classmethod
+    def of(cls, calls: list[tuple[int, str, dict]]) -> Plan:
+        """The plan of ``calls`` (:func:`plan`'s list), encoded."""
+        planned = tuple((name, *encoded(message)) for _, name, message in calls)
+        keys = tuple(None if isinstance(message.get("handle"), dict) else key_of(message, blobs)
+                     for _, message, blobs in planned)
+        return cls(planned, tuple(case for case, _, _ in calls), keys[0] if planned else None, keys)
+
+
+class Plans:
+    """The plans one judge has made, by the name its suite gives each (a check and its arguments): a named plan
+    is made at its first submission and reused by every later one. Owned by a :class:`~.grade.Judge`."""
+
+    def __init__(self) -> None:
+        self._made: dict[Hashable, Plan | None] = {}
+
+    def made(self, key: Hashable, make: Callable[[], Plan | None]) -> Plan | None:
+        """The plan named ``key``, made by ``make()`` the first time (None, a plan that cannot be made, is kept
+        too)."""
+        if key in self._made:
+            return self._made[key]
+        plan = make()
+        if len(self._made) < MAX_PLANS:
+            self._made[key] = plan
+        return plan
+
+
 class Ahead:
     """The planned calls of one table not sent yet (``planned``: ``[(name, encoded message, blobs)]``, ``cases``:
     each one's case, the first one's key ``first``), then the replies sent back for them not taken yet (by key,
     in order). A reply is taken only while its own case runs (:meth:`turn`), so a call another case makes (a
     gate tried after a failure, say) never takes an answer the worker gave ahead for a later case."""
 
-    def __init__(self, calls: list[tuple[int, str, dict]]) -> None:
-        self.planned = [(name, *encoded(message)) for _, name, message in calls]
-        self.cases = [case for case, _, _ in calls]
-        self.first = key_of(*self.planned[0][1:]) if self.planned else None
+    def __init__(self, plan: Plan) -> None:
+        self.planned = list(plan.planned)
+        self.cases = plan.cases
+        self.first = plan.first
+        self.keys = plan.keys
         self.replies: dict[tuple, collections.deque] = {}
         self.generation = None  # the worker's generation the batch went to, once sent
         self.case = 0  # the case running now
@@ -221,11 +267,9 @@ class Ahead:
 
 
 def with_handle(message: dict, blobs: list, made: dict[int, int]) -> tuple | None:
-    """The key of a planned ``message`` once the objects the batch made are known (``made``: item index -> the
-    worker's handle); None when it names an item that made no object."""
+    """The key of a planned ``message`` that names an object the batch made, once the objects are known
+    (``made``: item index -> the worker's handle); None when that item made no object."""
     handle = message.get("handle")
-    if isinstance(handle, dict):
-        if handle.get("__item__") not in made:
-            return None
-        message = dict(message, handle=made[handle["__item__"]])
-    return key_of(message, blobs)
+    if not isinstance(handle, dict) or handle.get("__item__") not in made:
+        return None
+    return key_of(dict(message, handle=made[handle["__item__"]]), blobs)

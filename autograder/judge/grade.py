@@ -23,6 +23,7 @@ from ..intake.forbidden import scan_submission
 from ..intake import imports, source_tree
 from .hidden_suite import HiddenSuite, Outcome
 from ..lesson.reference import load_reference
+from .ahead import Plans
 from .remote import RemoteSubmission
 from .failures import SubmissionFailure, bounded
 from ..sandbox.launch import WorkerFactory
@@ -117,6 +118,7 @@ class Judge:
         self.assignment = assignment
         self.suite = HiddenSuite.collect(assignment.hidden_tests)
         self.reference = load_reference(assignment)
+        self.plans = Plans()  # each check's calls sent ahead, planned at the first submission only
 
     def run_hidden_tests(self, submission: RemoteSubmission
                          ) -> tuple[list[TestResult], list[GraderFailure], dict[str, str]]:
@@ -141,7 +143,8 @@ class Judge:
         of the student's. ``launch()`` starts a fresh worker over these files (again after a crash); ``worker``
         is one already started."""
         started = time.monotonic()
-        remote = RemoteSubmission(sandbox, launch, self.assignment.contract, worker=worker, files=files)
+        remote = RemoteSubmission(sandbox, launch, self.assignment.contract, worker=worker, files=files,
+                                  plans=self.plans)
         notes = []
         if not sandbox.isolated:
             notes.append(sandbox.note or "SANDBOX OFF: student code ran without isolation")

@@ -171,8 +171,11 @@ def call(case: Case, fixtures: dict[str, Any]) -> Outcome:
     """Call one hidden test; its outcome as a value, whatever it raised."""
     kwargs = {name: fixtures[name] for name in case.fixtures}
     kwargs.update(case.params)
+    # The test, named as uniquely as pytest's node id, names its plans (judge/ahead.py).
+    checking = getattr(fixtures.get("student"), "checking", None)
+    test = (case.function.__module__, case.function.__qualname__, case.entry.id)
     try:
-        with _calls_ahead(case.function, kwargs):
+        with checking(test) if checking is not None else contextlib.nullcontext(), _calls_ahead(case.function, kwargs):
             case.function(**kwargs)
     except pytest.skip.Exception as skip:
         return Outcome("skipped", reason=str(skip.msg or "skipped"))
@@ -191,7 +194,7 @@ def _calls_ahead(function: Callable[..., Any], kwargs: dict[str, Any]) -> Iterat
     if ahead is None or getattr(function, "cases", None) is not None or hasattr(function, "hypothesis"):
         yield
         return
-    with ahead([lambda planner: function(**dict(kwargs, student=planner))]) as turn:
+    with ahead([lambda planner: function(**dict(kwargs, student=planner))], key="the whole check") as turn:
         if turn is not None:
             turn(0)
         yield

@@ -23,6 +23,7 @@ import functools
 import hashlib
 import random
 import time
+from collections.abc import Hashable
 
 from ..sandbox import clocks
 from ..records import seal
@@ -190,7 +191,8 @@ def changes_result(reply, label, names) -> tuple[object, tuple[str, ...]]:
 class RemoteSubmission:
     """One student's submission behind a (restartable) sandboxed worker."""
 
-    def __init__(self, sandbox, launch, contract: Contract, forbidden=None, worker=None, files=None):
+    def __init__(self, sandbox, launch, contract: Contract, forbidden=None, worker=None, files=None,
+                 plans: ahead.Plans | None = None):
         self.sandbox, self.launch = sandbox, launch  # launch() starts a fresh worker over this submission
         self.contract = contract
         self.forbidden = forbidden or {}  # name -> set of APIs found by the static scan
@@ -213,6 +215,8 @@ class RemoteSubmission:
         self.crashes = {}  # name -> count
         self.events = []  # what went wrong, for the result's notes
         self.ahead = None  # the planned calls of the table of cases being checked (calls_ahead)
+        self.plans = plans  # the judge's plans, made once for every submission (None: each made here)
+        self.check = None  # the hidden test running now (checking), which names its plans
         self.batch_failed = False
         self.outputs = []
         self.cuda = None
@@ -470,17 +474,34 @@ class RemoteSubmission:
             self.ahead = planned
 
     @contextlib.contextmanager
-    def calls_ahead(self, cases):
+    def checking(self, test: Hashable):
+        """Within the block, the hidden test named ``test`` runs (the same name for the same test and arguments):
+        the plans it names are the judge's to keep."""
+        self.check = test
+        try:
+            yield
+        finally:
+            self.check = None
+
+    @contextlib.contextmanager
+    def calls_ahead(self, cases, key=None):
         """Within the block, the calls ``cases`` make (each called with a stand-in for this submission, see
-        :mod:`.ahead`) go to the worker in one batch when the first of them is made; outside it, nothing is kept."""
+        :mod:`.ahead`) go to the worker in one batch when the first of them is made; outside it, nothing is kept.
+        ``key`` names these cases within the hidden test running (:meth:`checking`): the same name, the same
+        calls, whatever the submission, so the judge plans them once (unnamed, they are planned here)."""
         if self.ahead is not None or self.batch_failed:  # a plan is running, or a batch failed: one at a time
             yield ahead.no_turns
             return
-        try:
-            planned = ahead.Ahead(ahead.plan(self.contract, cases))
-        except Exception:  # noqa: BLE001 - a plan that cannot be made (an argument that does not encode): none
-            planned = None
-        self.ahead = planned if planned is not None and len(planned.planned) > 1 else None
+
+        def make():
+            try:
+                return ahead.Plan.of(ahead.plan(self.contract, cases))
+            except Exception:  # noqa: BLE001 - a plan that cannot be made (an argument that does not encode): none
+                return None
+
+        named = self.plans is not None and self.check is not None and key is not None
+        plan = self.plans.made((self.check, key), make) if named else make()
+        self.ahead = ahead.Ahead(plan) if plan is not None and len(plan.planned) > 1 else None
         try:
             yield self.ahead.turn if self.ahead is not None else ahead.no_turns
         finally:
@@ -536,7 +557,7 @@ class RemoteSubmission:
             if isinstance(value, dict) and protocol._is_int(value.get("__handle__")):
                 made[index] = value["__handle__"]
             answer = (item, functools.partial(protocol.decode, value, item_blobs))
-            key = ahead.with_handle(message, blobs, made)
+            key = self.ahead.keys[index] or ahead.with_handle(message, blobs, made)
             if index == 0:
                 first = answer
             elif key is not None:
