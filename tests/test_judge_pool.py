@@ -146,7 +146,12 @@ def test_forked_judges_share_one_warm_zygote_and_a_dead_ones_students_are_graded
     def dies_once(self, index, tasks_r, done_w):
         if index == 0 and not died.exists():
             died.touch()
-            os._exit(3)  # holding the two students it was sent
+            # Holding the two students it was sent: both read first, so a judge that died before the pool's second
+            # write (a busy machine runs the child first) cannot leave that student to the other judge.
+            received = b""
+            while received.count(b"\n") < 2 and (chunk := os.read(tasks_r, 4096)):
+                received += chunk
+            os._exit(3)
         return run_forked(self, index, tasks_r, done_w)
 
     monkeypatch.setattr(judge_loop.WarmJudge, "_run_forked", dies_once)
