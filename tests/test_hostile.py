@@ -382,6 +382,11 @@ def attacked(request, tmp_path_factory, loopback_listener):
     heads = (folder / "heads.py").read_text()
     (folder / "heads.py").write_text(heads.replace(marker, textwrap.indent(textwrap.dedent(ECHO_INPUTS), "    ")))
     copy_package(SOLUTIONS, class_dir / "control", MODULES)
+    folder = copy_package(SOLUTIONS, class_dir / "kernel-by-computed-name", MODULES)
+    attention = (folder / "attention.py").read_text()
+    body = attention[attention.index(SDPA_BODY_STARTS):attention.index(SDPA_BODY_ENDS) + len(SDPA_BODY_ENDS)]
+    kernel = textwrap.indent(textwrap.dedent(KERNEL_BY_NAME), "    ")
+    (folder / "attention.py").write_text(attention.replace(body, kernel))
     for entry in CATALOGUED:
         build(entry, class_dir / entry.id, LESSON)
     # Intake: links to the instructor's solutions or a classmate's repository, a FIFO, odd ids.
@@ -434,10 +439,24 @@ def attacked(request, tmp_path_factory, loopback_listener):
 
 ODD_IDS = ["é" * 120, "<img src=x onerror=alert(1)>"]  # too long once escaped (240 bytes); markup
 
+# The reference's attention math, from its scale to its return, replaced by PyTorch's private kernel, whose name is
+# built at run time (no scan of the text can see it), blocked rows zeroed: before that path was forbidden, it kept
+# every point but the mask test's (whose tolerance its rounding misses). Only the worker's tripwire sees it.
+SDPA_BODY_STARTS = "    scale = 1.0 / math.sqrt(q.shape[-1])"
+SDPA_BODY_ENDS = "return weights @ v, weights  # (..., seq_q, d_v), (..., seq_q, seq_k)"
+KERNEL_BY_NAME = """
+    kernel = getattr(torch, "_scaled_dot_" + "product_attention_math")
+    output, weights = kernel(q, k, v, attn_mask=mask)
+    if mask is not None:
+        keeps = mask.any(dim=-1, keepdim=True)
+        output, weights = output.masked_fill(~keeps, 0.0), weights.masked_fill(~keeps, 0.0)
+    return output, weights
+"""
+
 
 def test_every_attack_was_graded(attacked):
-    assert set(attacked["attacks"]) | {entry.id for entry in attacked["cheats"]} | {"control", "classmate-repo"} \
-        == set(attacked["results"])
+    assert set(attacked["attacks"]) | {entry.id for entry in attacked["cheats"]} \
+        | {"control", "classmate-repo", "kernel-by-computed-name"} == set(attacked["results"])
 
 
 def test_a_worker_vouching_for_itself_earns_nothing(attacked):
@@ -456,6 +475,18 @@ def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):
     for entry in attacked["cheats"]:
         failed = {test.id for test in attacked["results"][entry.id].tests if test.status == "failed"}
         assert failed == set(entry.catches), entry.id
+
+
+def test_a_forbidden_kernel_reached_by_a_computed_name_is_charged_to_the_forbidden_api(attacked):
+    """The scan cannot read the name; the run-time tripwire on the contract's path records the call, so every
+    test that reached the student's attention fails, charged to that API, and nothing else is lost."""
+    result = attacked["results"]["kernel-by-computed-name"]
+    failed = [test for test in result.tests if test.status == "failed"]
+    assert {"test_attention_values", "test_attention_shapes"} <= {test.id for test in failed}, result.tests
+    assert all(test.cause is not None and test.cause.kind == "forbidden"
+               and "torch._scaled_dot_product_attention_math" in test.cause.apis for test in failed), failed
+    assert {test.group for test in failed} <= {"attention", "properties"}, failed  # its other files are the reference's
+    assert 0 < result.score < result.max_score
 
 
 def test_no_attack_forges_a_single_point(attacked):

@@ -96,5 +96,9 @@ def test_the_module_mask_test_blames_the_mask_only_for_mask_bugs(public_runs):
 
 
 def test_few_bugs_are_out_of_the_public_tests_reach_and_each_says_why():
+    """A forbidden API giving correct results is out of their reach by design (only the grader's scan and
+    tripwires see it); any other bug they miss is a gap in them, and there is one at most."""
     hidden = [bug for bug in BUGS if bug.not_public]
-    assert len(hidden) <= 3 and all(len(bug.not_public) > 20 for bug in hidden)
+    assert all(len(bug.not_public) > 20 for bug in hidden)
+    gaps = [bug.id for bug in hidden if "forbidden" not in bug.topics]
+    assert len(gaps) <= 1, gaps

@@ -60,6 +60,22 @@ class MultiHeadAttention(torch.nn.Module):
     assert scan_module(source, "attention", CONTRACT) == {}
 
 
+def test_the_private_attention_kernels_are_caught_whatever_they_are_reached_through():
+    source = """
+import torch
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    return torch._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)
+
+class MultiHeadAttention(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(x, x, x)[0]
+"""
+    assert scan_module(source, "attention", CONTRACT) == {
+        "scaled_dot_product_attention": {"torch._scaled_dot_product_attention_math"},
+        "MultiHeadAttention": {"torch._scaled_dot_product_flash_attention_for_cpu"}}
+
+
 def test_getattr_tricks_are_caught():
     source = "import torch\ndef scaled_dot_product_attention(q, k, v, mask=None):\n" \
              "    return getattr(torch.nn.functional, 'scaled_dot_product_attention')(q, k, v), None\n"

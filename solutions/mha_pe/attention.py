@@ -2,9 +2,11 @@
 
 You may not call ``torch.nn.MultiheadAttention``,
 ``torch.nn.functional.scaled_dot_product_attention``,
-``torch.nn.functional.multi_head_attention_forward`` or
-``torch._native_multi_head_attention`` here: the point of the exercise is to
-build them. The grader checks your module against PyTorch's
+``torch.nn.functional.multi_head_attention_forward``,
+``torch._native_multi_head_attention``, or the private kernels
+``torch._scaled_dot_product_attention_math`` and
+``torch._scaled_dot_product_flash_attention_for_cpu`` here: the point of the
+exercise is to build them. The grader checks your module against PyTorch's
 ``nn.MultiheadAttention`` given the same weights. Every function and forward
 here leaves its input tensors unchanged.
 """
