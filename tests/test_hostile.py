@@ -387,6 +387,9 @@ def attacked(request, tmp_path_factory, loopback_listener):
     body = attention[attention.index(SDPA_BODY_STARTS):attention.index(SDPA_BODY_ENDS) + len(SDPA_BODY_ENDS)]
     kernel = textwrap.indent(textwrap.dedent(KERNEL_BY_NAME), "    ")
     (folder / "attention.py").write_text(attention.replace(body, kernel))
+    folder = copy_package(SOLUTIONS, class_dir / "flex-by-computed-import", MODULES)
+    attention = (folder / "attention.py").read_text()
+    (folder / "attention.py").write_text(attention.replace(SDPA_BODY_STARTS, FLEX_BY_IMPORT + SDPA_BODY_STARTS, 1))
     for entry in CATALOGUED:
         build(entry, class_dir / entry.id, LESSON)
     # Intake: links to the instructor's solutions or a classmate's repository, a FIFO, odd ids.
@@ -452,11 +455,19 @@ KERNEL_BY_NAME = """
         output, weights = output.masked_fill(~keeps, 0.0), weights.masked_fill(~keeps, 0.0)
     return output, weights
 """
+# Flex attention, in a submodule torch does not import itself, imported by a computed name and called before the
+# reference's own math (its answer unused, any error swallowed): the tripwire on it must still be in force.
+FLEX_BY_IMPORT = """    try:
+        __import__("importlib").import_module("torch.nn.attention." + "flex_attention").flex_attention(q, k, v)
+    except Exception:
+        pass
+"""
 
 
 def test_every_attack_was_graded(attacked):
     assert set(attacked["attacks"]) | {entry.id for entry in attacked["cheats"]} \
-        | {"control", "classmate-repo", "kernel-by-computed-name"} == set(attacked["results"])
+        | {"control", "classmate-repo", "kernel-by-computed-name", "flex-by-computed-import"} \
+        == set(attacked["results"])
 
 
 def test_a_worker_vouching_for_itself_earns_nothing(attacked):
@@ -477,14 +488,17 @@ def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):
         assert failed == set(entry.catches), entry.id
 
 
-def test_a_forbidden_kernel_reached_by_a_computed_name_is_charged_to_the_forbidden_api(attacked):
+@pytest.mark.parametrize("student, api", [
+    ("kernel-by-computed-name", "torch._scaled_dot_product_attention_math"),
+    ("flex-by-computed-import", "torch.nn.attention.flex_attention.flex_attention")])
+def test_a_forbidden_api_reached_by_a_computed_name_is_charged_to_it(attacked, student, api):
     """The scan cannot read the name; the run-time tripwire on the contract's path records the call, so every
     test that reached the student's attention fails, charged to that API, and nothing else is lost."""
-    result = attacked["results"]["kernel-by-computed-name"]
+    result = attacked["results"][student]
     failed = [test for test in result.tests if test.status == "failed"]
     assert {"test_attention_values", "test_attention_shapes"} <= {test.id for test in failed}, result.tests
-    assert all(test.cause is not None and test.cause.kind == "forbidden"
-               and "torch._scaled_dot_product_attention_math" in test.cause.apis for test in failed), failed
+    assert all(test.cause is not None and test.cause.kind == "forbidden" and api in test.cause.apis
+               for test in failed), failed
     assert {test.group for test in failed} <= {"attention", "properties"}, failed  # its other files are the reference's
     assert 0 < result.score < result.max_score
 

@@ -76,6 +76,46 @@ class MultiHeadAttention(torch.nn.Module):
         "MultiHeadAttention": {"torch._scaled_dot_product_flash_attention_for_cpu"}}
 
 
+def test_an_operator_named_by_string_and_torchs_python_attention_are_caught():
+    source = """
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    return torch._C._jit_get_operation("aten::_scaled_dot_product_attention_math")[0](q, k, v)
+
+def split_heads(x, h):
+    return torch._decomp.decompositions.scaled_dot_product_flash_attention_for_cpu(x, x, x)[0]
+
+class MultiHeadAttention(torch.nn.Module):
+    def forward(self, x):
+        return flex_attention(x, x, x)
+"""
+    assert scan_module(source, "attention", CONTRACT) == {
+        "scaled_dot_product_attention": {"torch._scaled_dot_product_attention_math"},
+        "MultiHeadAttention": {"torch.nn.attention.flex_attention.flex_attention"}}
+    heads = source.replace("def scaled_dot_product_attention", "def unused")
+    assert scan_module(heads, "heads", CONTRACT) == {
+        "split_heads": {"torch._decomp.decompositions.scaled_dot_product_flash_attention_for_cpu"}}
+
+
+def test_a_forbidden_path_into_a_submodule_torch_leaves_unimported_is_reached():
+    """The worker wraps what the path names: a submodule ``import torch`` does not load is imported to reach it
+    (validate's check and the tripwires both resolve it so)."""
+    import subprocess
+    import sys
+
+    path = next(path for path in CONTRACT.forbidden if path.startswith("torch.nn.attention."))
+    module = path.rsplit(".", 1)[0]
+    probe = (f"import sys, torch; from autograder.worker.contract import resolve_path; "
+             f"assert {module!r} not in sys.modules; owner, found = resolve_path({path!r}); "
+             f"print(found is not None and owner is sys.modules[{module!r}])")
+    from autograder import paths
+
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=paths.REPO_ROOT)
+    assert ran.stdout.strip() == "True", ran.stderr
+
+
 def test_getattr_tricks_are_caught():
     source = "import torch\ndef scaled_dot_product_attention(q, k, v, mask=None):\n" \
              "    return getattr(torch.nn.functional, 'scaled_dot_product_attention')(q, k, v), None\n"

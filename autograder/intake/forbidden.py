@@ -38,7 +38,14 @@ def _root_name(node):
 
 
 # Ways to reach an attribute by its name as a string: getattr(F, "..."), attrgetter("..."), F.__dict__["..."].
-LOOKUPS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "__getattr__", "get", "__getitem__"}
+LOOKUPS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "__getattr__", "get", "__getitem__",
+           "_jit_get_operation", "_get_operation_overload"}  # the last two: an operator by its name, "aten::..."
+
+
+def _named_by(text):
+    """The names a lookup string names: its dotted parts, an operator's namespace and overload split off
+    (``"aten::_scaled_dot_product_attention_math"``, ``"aten._native_multi_head_attention.default"``)."""
+    return text.replace("::", ".").split(".")
 
 
 def _looked_up_name(sub):
@@ -65,7 +72,8 @@ def _hits(nodes, aliases, direct, forbidden):
         elif isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("torch"):
             found.update(forbidden[a.name] for a in sub.names if a.name in forbidden)
         else:
-            found.update(forbidden[name] for name in _looked_up_name(sub) if name in forbidden)
+            found.update(forbidden[name] for text in _looked_up_name(sub) for name in _named_by(text)
+                         if name in forbidden)
     return found
 
 

@@ -59,13 +59,19 @@ class Contract:
 
 
 def resolve_path(path: str) -> tuple[object, object]:
-    """``(owner, object)`` that the dotted ``path`` names, importing its top-level module (``(None, None)`` when it
-    names nothing in the libraries installed here)."""
+    """``(owner, object)`` that the dotted ``path`` names (``(None, None)`` when it names nothing in the libraries
+    installed here). The longest prefix that is a module is imported, so a submodule its package does not import
+    itself (``torch.nn.attention.flex_attention``) is reached too: the path is the instructor's, never a student's."""
     parts = path.split(".")
-    try:
-        owner = importlib.import_module(parts[0])
-        for part in parts[1:-1]:
-            owner = getattr(owner, part)
-        return owner, getattr(owner, parts[-1])
-    except (ImportError, AttributeError):
-        return None, None
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:cut]))
+        except Exception:  # noqa: BLE001 - not a module (or one that cannot load here): a shorter prefix, or nothing
+            continue
+        try:
+            for part in parts[cut:-1]:
+                owner = getattr(owner, part)
+            return owner, getattr(owner, parts[-1])
+        except AttributeError:
+            return None, None
+    return None, None

@@ -32,7 +32,7 @@ import threading
 import time
 
 from . import linux
-from .contract import Contract
+from .contract import Contract, resolve_path
 
 SUBMISSION = "/tmp/submission"
 JUDGES_ENV = "GRADER_JUDGES"  # how many judges will spawn workers from this zygote (the judge's word)
@@ -335,6 +335,8 @@ def main(argv):
     gc.disable()
     torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
     warm_up(torch)
+    for path in contract.forbidden:  # a submodule torch does not import itself: imported once, not in every worker
+        resolve_path(path)
     gc.freeze()
     gc.enable()
     nested = can_isolate(pidns)

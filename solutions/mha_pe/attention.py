@@ -3,10 +3,12 @@
 You may not call ``torch.nn.MultiheadAttention``,
 ``torch.nn.functional.scaled_dot_product_attention``,
 ``torch.nn.functional.multi_head_attention_forward``,
-``torch._native_multi_head_attention``, or the private kernels
-``torch._scaled_dot_product_attention_math`` and
-``torch._scaled_dot_product_flash_attention_for_cpu`` here: the point of the
-exercise is to build them. The grader checks your module against PyTorch's
+``torch._native_multi_head_attention``, nor the attention PyTorch computes
+behind them: ``torch._scaled_dot_product_attention_math``,
+``torch._scaled_dot_product_flash_attention_for_cpu``,
+``torch._decomp.decompositions.scaled_dot_product_flash_attention_for_cpu``
+and ``torch.nn.attention.flex_attention.flex_attention`` here: the point of
+the exercise is to build them. The grader checks your module against PyTorch's
 ``nn.MultiheadAttention`` given the same weights. Every function and forward
 here leaves its input tensors unchanged.
 """
