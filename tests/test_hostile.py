@@ -20,6 +20,7 @@ import torch
 
 from autograder import paths
 from autograder.commands.grading import grade_class
+from autograder.intake.submission import TOO_DEEP
 from autograder.intake.naming import result_path
 from autograder.lesson.catalogue import build, copy_package, load_catalogue
 from autograder.records.results import load
@@ -390,6 +391,16 @@ def attacked(request, tmp_path_factory, loopback_listener):
     folder = copy_package(SOLUTIONS, class_dir / "flex-by-computed-import", MODULES)
     attention = (folder / "attention.py").read_text()
     (folder / "attention.py").write_text(attention.replace(SDPA_BODY_STARTS, FLEX_BY_IMPORT + SDPA_BODY_STARTS, 1))
+    folder = copy_package(SOLUTIONS, class_dir / "scan-bomb", MODULES)
+    attention = (folder / "attention.py").read_text()
+    (folder / "attention.py").write_text(attention.replace(SDPA_BODY_STARTS, BUILTIN_CALLED + SDPA_BODY_STARTS, 1)
+                                         + SCAN_BOMB)
+    folder = copy_package(SOLUTIONS, class_dir / "builtin-from-c-module", MODULES)
+    attention = (folder / "attention.py").read_text()
+    (folder / "attention.py").write_text(attention.replace(SDPA_BODY_STARTS, FROM_C_MODULE + SDPA_BODY_STARTS, 1))
+    folder = copy_package(SOLUTIONS, class_dir / "builtin-in-own-namespace", MODULES)
+    attention = (folder / "attention.py").read_text()
+    (folder / "attention.py").write_text(attention.replace(SDPA_BODY_STARTS, IN_OWN_NAMESPACE + SDPA_BODY_STARTS, 1))
     for entry in CATALOGUED:
         build(entry, class_dir / entry.id, LESSON)
     # Intake: links to the instructor's solutions or a classmate's repository, a FIFO, odd ids.
@@ -463,11 +474,40 @@ FLEX_BY_IMPORT = """    try:
         pass
 """
 
+# A helper nobody calls, nested past the judge's parse but not the worker's compiler (keyword arguments count twice
+# in a syntax tree, once in the compiler): it once left the whole file unscanned, and the forbidden call beside it
+# kept every point. Intake refuses such a file.
+SCAN_BOMB = "\n\ndef _never():\n    return " + "f(a=" * 150 + "a" + ".b" * 2720 + ")" * 150 + "\n"
+BUILTIN_CALLED = "    torch._C._nn.scaled_dot_product_attention(q, k, v)\n"
+
+
+# The same function as torch.nn.functional's, kept by torch's C extension (torch._C._nn), reached by a computed
+# name: a tripwire on the contract's path alone would not see it.
+FROM_C_MODULE = """    try:
+        getattr(getattr(torch._C, "_n" + "n"), "scaled_dot_" + "product_attention")(q, k, v)
+    except Exception:
+        pass
+"""
+
+
+# The scan leaves a name the module defines, looked up in the module's own namespace, to the student: here that
+# namespace is filled for a moment from torch.nn.functional's (reached through a computed name), so the look-up
+# reaches the forbidden function of the same name. Only the tripwire on the function itself can see the call.
+IN_OWN_NAMESPACE = """    own = dict(globals())
+    try:
+        globals().update(vars(getattr(globals()["tor" + "ch"].nn, "func" + "tional")))
+        globals()["scaled_dot_product_attention"](q, k, v)
+    except Exception:
+        pass
+    finally:
+        globals().update(own)
+"""
+
 
 def test_every_attack_was_graded(attacked):
     assert set(attacked["attacks"]) | {entry.id for entry in attacked["cheats"]} \
-        | {"control", "classmate-repo", "kernel-by-computed-name", "flex-by-computed-import"} \
-        == set(attacked["results"])
+        | {"control", "classmate-repo", "kernel-by-computed-name", "flex-by-computed-import",
+           "builtin-in-own-namespace", "scan-bomb", "builtin-from-c-module"} == set(attacked["results"])
 
 
 def test_a_worker_vouching_for_itself_earns_nothing(attacked):
@@ -490,7 +530,9 @@ def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):
 
 @pytest.mark.parametrize("student, api", [
     ("kernel-by-computed-name", "torch._scaled_dot_product_attention_math"),
-    ("flex-by-computed-import", "torch.nn.attention.flex_attention.flex_attention")])
+    ("flex-by-computed-import", "torch.nn.attention.flex_attention.flex_attention"),
+    ("builtin-in-own-namespace", "torch.nn.functional.scaled_dot_product_attention"),
+    ("builtin-from-c-module", "torch.nn.functional.scaled_dot_product_attention")])
 def test_a_forbidden_api_reached_by_a_computed_name_is_charged_to_it(attacked, student, api):
     """The scan cannot read the name; the run-time tripwire on the contract's path records the call, so every
     test that reached the student's attention fails, charged to that API, and nothing else is lost."""
@@ -501,6 +543,18 @@ def test_a_forbidden_api_reached_by_a_computed_name_is_charged_to_it(attacked, s
                for test in failed), failed
     assert {test.group for test in failed} <= {"attention", "properties"}, failed  # its other files are the reference's
     assert 0 < result.score < result.max_score
+
+
+def test_a_file_the_scans_cannot_read_never_reaches_the_worker(attacked):
+    """The bomb's file is refused at intake: the attention it holds (with a forbidden call) earns nothing, and
+    the student's other files are graded as ever."""
+    result = attacked["results"]["scan-bomb"]
+    assert result.intake_problems == {"attention": TOO_DEEP}
+    by_group = {}
+    for test in result.tests:
+        by_group.setdefault(test.group, []).append(test)
+    assert all(test.status == "failed" for test in by_group["attention"])
+    assert by_group["heads"] and all(test.status == "passed" for test in by_group["heads"])
 
 
 def test_no_attack_forges_a_single_point(attacked):

@@ -12,7 +12,8 @@ import threading
 import pytest
 
 from autograder.intake.naming import MAX_NAME, colliding, nbgrader_safe_name, safe_name
-from autograder.intake.submission import MAX_ENTRIES, MAX_NOTEBOOK_BYTES
+from autograder.intake import source_tree
+from autograder.intake.submission import MAX_ENTRIES, MAX_NOTEBOOK_BYTES, TOO_DEEP
 from autograder.intake.submission import read_submission as read_with
 from lesson import CONTRACT, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
 
@@ -119,6 +120,45 @@ def test_oversized_notebooks_are_refused(tmp_path):
         handle.truncate(MAX_NOTEBOOK_BYTES + 1)
     intake = read_submission(folder)
     assert intake.notebook is None and "larger than" in intake.problems["notebook"]
+
+
+def _nested(depth):
+    """A helper nobody calls, ``depth`` attribute accesses deep inside 150 keyword calls: the syntax tree counts
+    each keyword twice, the compiler once, so past the judge's parse it may still compile in the worker."""
+    return "\n\ndef _never():\n    return " + "f(a=" * 150 + "a" + ".b" * depth + ")" * 150 + "\n"
+
+
+def _deepest_parsed(depth_of_call=0):
+    """The deepest ``_nested`` file the judge parses, asked from ``depth_of_call`` frames deeper than here."""
+    if depth_of_call:
+        return _deepest_parsed(depth_of_call - 1)
+    low, high = 0, 5000
+    while low < high:
+        middle = (low + high + 1) // 2
+        if source_tree.beyond_limits(_nested(middle) + f"# {depth_of_call}"):
+            high = middle - 1
+        else:
+            low = middle
+    return low
+
+
+def test_a_file_past_the_parsers_limits_is_refused_and_never_staged(tmp_path):
+    """Unread by the judge's scans, it could still compile in the worker (a 13 KiB helper once hid a forbidden
+    call in the same file from the scan): refused, its parts score 0. A syntax error is the worker's to report."""
+    folder = _student(tmp_path, layout=())
+    attention = SOLUTION_BYTES["attention"].decode()
+    (folder / "attention.py").write_text(attention + _nested(20000))
+    (folder / "heads.py").write_text("def split_heads(:\n")
+    intake = read_submission(folder)
+    assert intake.problems == {"attention": TOO_DEEP} and set(intake.files) == set(MODULES) - {"attention"}
+    assert source_tree.parse(attention + _nested(100)) is not None
+
+
+def test_how_deep_a_file_may_nest_does_not_depend_on_where_it_is_read():
+    """Intake and the scans read a file from different depths of the judge's stack: they must agree on it."""
+    shallow, deep = _deepest_parsed(), _deepest_parsed(300)
+    assert 1000 < shallow == deep
+    assert not source_tree.beyond_limits(_nested(shallow)) and source_tree.beyond_limits(_nested(shallow + 1))
 
 
 def test_a_folder_with_too_many_entries_is_refused(tmp_path):

@@ -94,11 +94,64 @@ class MultiHeadAttention(torch.nn.Module):
     def forward(self, x):
         return flex_attention(x, x, x)
 """
+    # Each file's contract names only: in attention.py, split_heads is a helper nothing names.
     assert scan_module(source, "attention", CONTRACT) == {
         "scaled_dot_product_attention": {"torch._scaled_dot_product_attention_math"},
         "MultiHeadAttention": {"torch.nn.attention.flex_attention.flex_attention"}}
     assert scan_module(source, "heads", CONTRACT) == {
         "split_heads": {"torch._decomp.decompositions.scaled_dot_product_flash_attention_for_cpu"}}
+
+
+HELPERS = """
+import torch
+
+def _unwrapped(*args):  # a copy of the function no tripwire wraps
+    return torch._C._nn.scaled_dot_product_attention(*args)
+
+def _attend(q, k, v):
+    return _unwrapped(q, k, v)
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+    return weights @ v, weights
+
+class MultiHeadAttention(torch.nn.Module):
+    def forward(self, x):
+        return {call}
+"""
+
+
+@pytest.mark.parametrize("call, charged", [
+    ("_attend(x, x, x)", {"MultiHeadAttention"}),  # through two helpers: only the name that calls them
+    ("x", set())])  # named by nothing (a student's own check against torch, never run by grading): nothing
+def test_a_helpers_use_is_charged_to_the_names_that_reach_it(call, charged):
+    found = scan_module(HELPERS.format(call=call), "attention", CONTRACT)
+    assert found == dict.fromkeys(charged, {"torch.nn.functional.scaled_dot_product_attention"})
+
+
+HIDDEN = """
+import torch
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    return torch._C._nn.scaled_dot_product_attention(q, k, v), None
+
+{trick}
+
+class MultiHeadAttention(torch.nn.Module):
+    def forward(self, x):
+        return {call}(x, x, x)[0]
+"""
+
+
+@pytest.mark.parametrize("trick, call", [
+    # defined twice, the first kept under another name: both definitions count
+    ("_first = scaled_dot_product_attention\n\ndef scaled_dot_product_attention(q, k, v, mask=None):\n"
+     "    return q, q", "_first"),
+    ("CALLS = [scaled_dot_product_attention]", "CALLS[0]")])  # named by module-level code: as good as it
+def test_a_use_behind_a_redefinition_or_a_module_level_name_reaches_every_name(trick, call):
+    found = scan_module(HIDDEN.format(trick=trick, call=call), "attention", CONTRACT)
+    assert found == dict.fromkeys(["scaled_dot_product_attention", "MultiHeadAttention"],
+                                  {"torch.nn.functional.scaled_dot_product_attention"})
 
 
 def test_a_forbidden_path_into_a_submodule_torch_leaves_unimported_is_reached():
@@ -111,6 +164,45 @@ def test_a_forbidden_path_into_a_submodule_torch_leaves_unimported_is_reached():
              f"print(found is not None and owner is sys.modules[{module!r}])")
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=paths.REPO_ROOT)
     assert ran.stdout.strip() == "True", ran.stderr
+
+
+SELF_CHECK = """
+import torch
+from torch import nn
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+    return weights @ v, weights
+
+def _against_torch(x):
+    return nn.MultiheadAttention(4, 2, batch_first=True)(x, x, x)
+
+{prelude}
+if __name__ == "__main__":
+    x = torch.randn(2, 3, 4)
+    print(_against_torch(x), nn.functional.scaled_dot_product_attention(x, x, x))
+{orelse}"""
+
+
+@pytest.mark.parametrize("prelude, orelse, charged", [
+    ("", "", False),  # the student's own check, run by hand: never when graded
+    ('__name__ = "__main__"', "", True),  # renamed so that it runs on import
+    ('globals()["__name__"] = "__main__"', "", True),
+    ("", "else:\n    nn.MultiheadAttention(4, 2)", True)])  # the else branch runs on import
+def test_a_main_block_is_charged_only_where_it_may_run_when_graded(prelude, orelse, charged):
+    found = scan_module(SELF_CHECK.format(prelude=prelude, orelse=orelse), "attention", CONTRACT)
+    assert bool(found) == charged and (not charged or set(found) == {"scaled_dot_product_attention",
+                                                                     "MultiHeadAttention"}), found
+
+
+def test_the_copies_of_a_forbidden_function_that_torch_keeps_elsewhere_are_found():
+    """torch.nn.functional's attention is torch._C._nn's too: the tripwires watch both (a class's attributes,
+    torch._C._VariableFunctions', cannot be replaced and are not listed)."""
+    probe = ("import torch; from autograder.worker.contract import copies; "
+             "print(sorted(m.__name__ + '.' + a for m, a in copies('torch.nn.functional.scaled_dot_product_attention')), "
+             "copies('torch.nn.MultiheadAttention'))")
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=paths.REPO_ROOT)
+    assert ran.stdout.strip() == "['torch._C._nn.scaled_dot_product_attention'] []", ran.stderr
 
 
 def test_getattr_tricks_are_caught():
@@ -435,12 +527,81 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 
 @pytest.mark.parametrize("lookup", ['vars(F)["scaled_dot_product_attention"]',
                                     'F.__dict__.get("scaled_dot_product_attention")',
-                                    'operator.attrgetter("scaled_dot_product_attention")(F)'])
+                                    'operator.attrgetter("scaled_dot_product_attention")(F)',
+                                    'getattr(F, "scaled_dot_product_attention")',
+                                    'object.__getattribute__(F, "scaled_dot_product_attention")',
+                                    'getattr(importlib.import_module("torch.nn.functional"), '
+                                    '"scaled_dot_product_attention")',
+                                    'getattr(self.kernels, "scaled_dot_product_attention")',
+                                    'getattr(kernels, "scaled_dot_product_attention")',
+                                    'STEPS.get("scaled_dot_product_attention")',
+                                    'getattr(self, "scaled_dot_product_attention")'])
 def test_names_looked_up_as_strings_are_caught(lookup):
-    source = ("import operator\nimport torch.nn.functional as F\n"
-              f"def scaled_dot_product_attention(q, k, v, mask=None):\n    return {lookup}(q, k, v), None\n")
+    """In any object but the module's own namespace (fail closed): torch's names can hide in an attribute
+    (``self.kernels``), an annotated name (``kernels``), a table (``STEPS``), even ``self``."""
+    source = ("import importlib, operator\nimport torch\nimport torch.nn.functional as F\n"
+              "kernels: object = torch._C._nn\nSTEPS = {**vars(torch._C._nn)}\n"
+              "def scaled_dot_product_attention(q, k, v, mask=None):\n    return q, None\n"
+              "class MultiHeadAttention(torch.nn.Module):\n"
+              "    def forward(self, q, k, v):\n"
+              f"        return {lookup}(q, k, v)\n")
     assert scan_module(source, "attention", CONTRACT) == {
-        "scaled_dot_product_attention": {"torch.nn.functional.scaled_dot_product_attention"}}
+        "MultiHeadAttention": {"torch.nn.functional.scaled_dot_product_attention"}}
+
+
+OWN_ATTENTION = '''
+import importlib
+import sys
+import torch
+{prelude}
+def scaled_dot_product_attention(q, k, v, mask=None):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
+    return weights @ v, weights
+
+def multi_head_attention_forward(*args):
+    return args
+
+class MultiHeadAttention(torch.nn.Module):
+    def forward(self, q, k, v, mask=None):
+        return {lookup}(q, k, v, mask)
+'''
+
+
+@pytest.mark.parametrize("lookup", ['globals()["scaled_dot_product_attention"]',
+                                    'globals().get("scaled_dot_product_attention")'])
+def test_the_students_own_function_read_from_globals_is_not_a_use(lookup):
+    """The contract's scaled_dot_product_attention shares the forbidden API's name: the module's own, read back
+    from its globals() (exactly what the plain name reads), charges nothing."""
+    assert scan_module(OWN_ATTENTION.format(prelude="", lookup=lookup), "attention", CONTRACT) == {}
+
+
+@pytest.mark.parametrize("prelude, lookup, api", [
+    ("", 'getattr(sys.modules[__name__], "scaled_dot_product_attention")', "scaled_dot_product_attention"),
+    ("", 'getattr(importlib.import_module(__name__), "scaled_dot_product_attention")',
+     "scaled_dot_product_attention"),
+    ("", 'globals()["multi_head_attention_forward"]', "multi_head_attention_forward"),  # defined, not the contract's
+    ("globals = lambda: vars(torch._C._nn)", 'globals()["scaled_dot_product_attention"]',
+     "scaled_dot_product_attention"),
+    ("import builtins", 'globals()["scaled_dot_product_attention"]', "scaled_dot_product_attention"),
+    ("try:\n    pass\nexcept Exception as globals:\n    pass", 'globals()["scaled_dot_product_attention"]',
+     "scaled_dot_product_attention"),
+    ("sys.modules['builtins']", 'globals()["scaled_dot_product_attention"]', "scaled_dot_product_attention")])
+def test_the_globals_exemption_holds_only_where_globals_is_pythons(prelude, lookup, api):
+    """Any other namespace of the module's (one a rebound ``__name__`` or ``sys`` redirects), a name that is
+    not the contract's, or a file that may have its own ``globals`` (bound, or reached through builtins): a use."""
+    found = scan_module(OWN_ATTENTION.format(prelude=prelude, lookup=lookup), "attention", CONTRACT)
+    assert {path.rsplit(".", 1)[-1] for path in found.get("MultiHeadAttention", ())} == {api}, found
+
+
+@pytest.mark.parametrize("lookup", ['globals()["_scaled_dot_product_attention_math"]',
+                                    'globals().get("_scaled_dot_product_attention_math")'])
+def test_a_name_the_module_does_not_define_read_from_globals_is_a_use(lookup):
+    """Only there by a namespace filled from torch's: a use of the kernel of that name."""
+    source = ("import sys\nimport torch\n"
+              "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+              f"    return {lookup}(q, k, v)\n")
+    assert scan_module(source, "attention", CONTRACT) == {
+        "scaled_dot_product_attention": {"torch._scaled_dot_product_attention_math"}}
 
 
 def test_a_check_not_run_here_counts_nowhere_and_says_so():

@@ -6,8 +6,9 @@ without following anything: every path component is opened with
 (to the solutions, to a classmate's repository), a device or a FIFO is
 refused with a note, never read; files and notebooks over a size cap are
 refused, and so is a folder holding more entries than a student repository
-plausibly does. Reading never raises: whatever goes wrong becomes a note in
-that student's result.
+plausibly does, or a file nested past the parser's limits (the judge's scans
+could not read it, yet it may compile in the worker). Reading never raises:
+whatever goes wrong becomes a note in that student's result.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..worker.contract import Contract
+from . import source_tree
 
 MAX_FILE_BYTES = 1 << 20
 MAX_NOTEBOOK_BYTES = 8 << 20
 MAX_ENTRIES = 5000  # folders and files looked at in one student's folder (version control's own folders aside)
 MAX_DEPTH = 8
+TOO_DEEP = "nested too deeply for the grader to read (an expression thousands of levels deep)"
 SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", ".venv", "node_modules"}
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -231,9 +234,14 @@ def _read(root: int, contract: Contract, notebook_name: str | None) -> Intake:
     try:
         for module in contract.modules:
             try:
-                files[module] = read_regular(source, f"{module}.py", MAX_FILE_BYTES)
+                data = read_regular(source, f"{module}.py", MAX_FILE_BYTES)
             except Refused as refused:
                 problems[module] = str(refused)
+                continue
+            if source_tree.beyond_limits(data):  # never staged: the judge's scans could not read it
+                problems[module] = TOO_DEEP
+                continue
+            files[module] = data
         notebook = None
         if notebook_name:
             notebook = _read_notebook(root, source, found, problems, notebook_name)

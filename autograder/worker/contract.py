@@ -6,6 +6,7 @@ worker as JSON (the ``GRADER_CONTRACT`` variable), so no lesson is written into 
 
 import importlib
 import json
+import sys
 from dataclasses import dataclass
 
 ENV = "GRADER_CONTRACT"
@@ -75,3 +76,23 @@ def resolve_path(path: str) -> tuple[object, object]:
         except AttributeError:
             return None, None
     return None, None
+
+
+_COPIES: dict = {}  # forbidden path -> [(module, attribute)]: read once in the zygote, inherited by its workers
+
+
+def copies(path: str) -> list[tuple[object, str]]:
+    """Other places the library keeps the object ``path`` names: attributes of its C extension's modules
+    (``torch._C._nn`` holds ``torch.nn.functional``'s attention), which a submission could call, by name or
+    through a variable, past a tripwire on ``path`` alone. A module's attribute only (a class's, such as
+    ``torch._C._VariableFunctions``', cannot be replaced)."""
+    if path not in _COPIES:
+        owner, target = resolve_path(path)
+        prefix = path.split(".", 1)[0] + "._C"
+        found = []
+        if target is not None and not isinstance(target, type):
+            for name, module in list(sys.modules.items()):
+                if module is not None and module is not owner and (name == prefix or name.startswith(prefix + ".")):
+                    found += [(module, attribute) for attribute, value in list(vars(module).items()) if value is target]
+        _COPIES[path] = found
+    return _COPIES[path]

@@ -28,7 +28,7 @@ import types
 
 import torch
 
-from .contract import Contract, resolve_path
+from .contract import Contract, copies, resolve_path
 from .cpu_rerun import rerun_on_cpu
 from .protocol import DTYPES, MAX_DEPTH, MAX_NODES, decode, encode
 
@@ -566,6 +566,8 @@ def install_tripwires(session):
             wrap(target, "__init__", path)
             wrap(target, "forward", path)
         else:
+            for module, attribute in copies(path):  # the same function kept elsewhere (torch._C._nn): watched too
+                wrap(module, attribute, path)
             wrap(owner, path.rsplit(".", 1)[-1], path)
 
 

@@ -32,7 +32,7 @@ import threading
 import time
 
 from . import linux
-from .contract import Contract, resolve_path
+from .contract import Contract, copies
 
 SUBMISSION = "/tmp/submission"
 JUDGES_ENV = "GRADER_JUDGES"  # how many judges will spawn workers from this zygote (the judge's word)
@@ -336,7 +336,7 @@ def main(argv):
     torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
     warm_up(torch)
     for path in contract.forbidden:  # a submodule torch does not import itself: imported once, not in every worker
-        resolve_path(path)
+        copies(path)  # and the other places it is kept, read once (resolve_path's import included)
     gc.freeze()
     gc.enable()
     nested = can_isolate(pidns)
