@@ -398,6 +398,12 @@ def attacked(request, tmp_path_factory, loopback_listener):
     folder = copy_package(SOLUTIONS, class_dir / "builtin-from-c-module", MODULES)
     attention = (folder / "attention.py").read_text()
     (folder / "attention.py").write_text(attention.replace(SDPA_BODY_STARTS, FROM_C_MODULE + SDPA_BODY_STARTS, 1))
+    folder = copy_package(SOLUTIONS, class_dir / "kernel-in-a-sibling-by-computed-name", MODULES)
+    (folder / "heads.py").write_text((folder / "heads.py").read_text() + SIBLING_KERNEL)
+    attention = (folder / "attention.py").read_text()
+    body = attention[attention.index(SDPA_BODY_STARTS):attention.index(SDPA_BODY_ENDS) + len(SDPA_BODY_ENDS)]
+    (folder / "attention.py").write_text(attention.replace(body, textwrap.indent(textwrap.dedent(SIBLING_BY_NAME),
+                                                                                 "    ")))
     folder = copy_package(SOLUTIONS, class_dir / "builtin-in-own-namespace", MODULES)
     attention = (folder / "attention.py").read_text()
     (folder / "attention.py").write_text(attention.replace(SDPA_BODY_STARTS, IN_OWN_NAMESPACE + SDPA_BODY_STARTS, 1))
@@ -466,6 +472,25 @@ KERNEL_BY_NAME = """
         output, weights = output.masked_fill(~keeps, 0.0), weights.masked_fill(~keeps, 0.0)
     return output, weights
 """
+# The private kernel from a table no tripwire can wrap (a class's attribute), in a helper of heads.py that nothing
+# there names, reached from attention.py through a module looked up by a computed name: the scan alone sees it.
+SIBLING_KERNEL = """
+
+def attend(q, k, v, mask=None):
+    import torch
+
+    return torch._C._VariableFunctions._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)
+"""
+SIBLING_BY_NAME = """
+import sys
+
+helper = getattr(sys.modules[__package__ + ".he" + "ads"], "att" + "end")
+output, weights = helper(q, k, v, mask)
+if mask is not None:
+    keeps = mask.any(dim=-1, keepdim=True)
+    output, weights = output.masked_fill(~keeps, 0.0), weights.masked_fill(~keeps, 0.0)
+return output, weights
+"""
 # Flex attention, in a submodule torch does not import itself, imported by a computed name and called before the
 # reference's own math (its answer unused, any error swallowed): the tripwire on it must still be in force.
 FLEX_BY_IMPORT = """    try:
@@ -507,7 +532,8 @@ IN_OWN_NAMESPACE = """    own = dict(globals())
 def test_every_attack_was_graded(attacked):
     assert set(attacked["attacks"]) | {entry.id for entry in attacked["cheats"]} \
         | {"control", "classmate-repo", "kernel-by-computed-name", "flex-by-computed-import",
-           "builtin-in-own-namespace", "scan-bomb", "builtin-from-c-module"} == set(attacked["results"])
+           "builtin-in-own-namespace", "scan-bomb", "builtin-from-c-module",
+           "kernel-in-a-sibling-by-computed-name"} == set(attacked["results"])
 
 
 def test_a_worker_vouching_for_itself_earns_nothing(attacked):
@@ -532,10 +558,12 @@ def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):
     ("kernel-by-computed-name", "torch._scaled_dot_product_attention_math"),
     ("flex-by-computed-import", "torch.nn.attention.flex_attention.flex_attention"),
     ("builtin-in-own-namespace", "torch.nn.functional.scaled_dot_product_attention"),
-    ("builtin-from-c-module", "torch.nn.functional.scaled_dot_product_attention")])
+    ("builtin-from-c-module", "torch.nn.functional.scaled_dot_product_attention"),
+    ("kernel-in-a-sibling-by-computed-name", "torch._scaled_dot_product_attention_math")])
 def test_a_forbidden_api_reached_by_a_computed_name_is_charged_to_it(attacked, student, api):
-    """The scan cannot read the name; the run-time tripwire on the contract's path records the call, so every
-    test that reached the student's attention fails, charged to that API, and nothing else is lost."""
+    """The scan cannot read the name; the run-time tripwire on the contract's path records the call (or, for a
+    copy no tripwire can wrap, the scan charges whatever a computed name may reach), so every test that reached
+    the student's attention fails, charged to that API, and nothing else is lost."""
     result = attacked["results"][student]
     failed = [test for test in result.tests if test.status == "failed"]
     assert {"test_attention_values", "test_attention_shapes"} <= {test.id for test in failed}, result.tests

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from autograder import paths
-from autograder.intake.forbidden import scan_module
+from autograder.intake.forbidden import scan_module, scan_submission
 from autograder.intake.source_tree import parse
 from autograder.records.results import NotebookSummary, SubmissionResult, TestResult
 from autograder.intake.naming import safe_name
@@ -152,6 +152,126 @@ def test_a_use_behind_a_redefinition_or_a_module_level_name_reaches_every_name(t
     found = scan_module(HIDDEN.format(trick=trick, call=call), "attention", CONTRACT)
     assert found == dict.fromkeys(["scaled_dot_product_attention", "MultiHeadAttention"],
                                   {"torch.nn.functional.scaled_dot_product_attention"})
+
+
+HEADS_WITH_HELPERS = """
+import torch
+
+def split_heads(x, h):
+    return x.unflatten(-1, (h, -1)).transpose(1, 2)
+
+def combine_heads(x):
+    return x.transpose(1, 2).flatten(-2)
+
+{table}
+def attend(q, k, v):  # nothing in this file names it: only what imports it is charged
+    return torch._C._VariableFunctions._scaled_dot_product_attention_math(q, k, v)
+
+def _against_torch(x):  # the student's own check: named by nothing anywhere
+    return torch.nn.functional.scaled_dot_product_attention(x, x, x)
+"""
+
+ATTENTION_IMPORTING = """
+import torch
+{imports}
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+    return weights @ v, weights
+
+class MultiHeadAttention(torch.nn.Module):
+    def forward(self, x):
+        return {call}
+"""
+
+
+KERNEL = {"torch._scaled_dot_product_attention_math"}
+
+
+@pytest.mark.parametrize("imports, call, expected", [
+    ("from .heads import attend", "attend(x, x, x)", {"MultiHeadAttention": KERNEL}),
+    ("from .heads import attend as _a", "_a(x, x, x)", {"MultiHeadAttention": KERNEL}),
+    ("from {package}.heads import attend", "attend(x, x, x)", {"MultiHeadAttention": KERNEL}),
+    ("from . import heads", "heads.attend(x, x, x)", {"MultiHeadAttention": KERNEL}),
+    ("from {package} import heads as h", "h.attend(x, x, x)", {"MultiHeadAttention": KERNEL}),
+    ("import {package}.heads", "{package}.heads.attend(x, x, x)", {"MultiHeadAttention": KERNEL}),
+    ("import {package}.heads as h", "h.attend(x, x, x)", {"MultiHeadAttention": KERNEL}),
+    ("from .heads import *", "attend(x, x, x)", {"MultiHeadAttention": KERNEL}),
+    ("def _late():\n    from .heads import attend\n    return attend", "_late()(x, x, x)",
+     {"MultiHeadAttention": KERNEL}),
+    # the module itself, used bare: anything of it is within reach, its unnamed check too
+    ("from . import heads", "getattr(heads, 'att' + 'end')(x, x, x)",
+     {"MultiHeadAttention": KERNEL | {"torch.nn.functional.scaled_dot_product_attention"}}),
+    # a name heads.py's top-level code binds: that code taints heads.py's own names too
+    ("from .heads import KERNEL", "KERNEL(x, x, x)", dict.fromkeys(["MultiHeadAttention", "split_heads",
+                                                                      "combine_heads"], KERNEL))])
+def test_a_helper_imported_from_a_sibling_file_is_charged_to_the_names_that_reach_it(imports, call, expected):
+    """A kernel no tripwire can wrap (a class's attribute), kept in a helper of heads.py that nothing there names
+    and called from attention.py: charged to the name that calls it, however the helper is imported."""
+    package = CONTRACT.package
+    table = "KERNEL = torch._C._VariableFunctions._scaled_dot_product_attention_math" if "KERNEL" in call else ""
+    files = {"heads": HEADS_WITH_HELPERS.format(table=table).encode(),
+             "attention": ATTENTION_IMPORTING.format(imports=imports.format(package=package),
+                                                     call=call.format(package=package)).encode()}
+    assert scan_submission(files, CONTRACT) == expected
+
+
+@pytest.mark.parametrize("imports, call", [
+    ("", "torch_tables._scaled_dot_product_attention_math(x, x, x)"),  # a variable holding torch's table
+    ("", "self.tables._scaled_dot_product_attention_math(x, x, x)"),  # an attribute holding it
+    ("from . import heads", "heads.torch._C._VariableFunctions._scaled_dot_product_attention_math(x, x, x)"),
+    ("import operator", 'operator.itemgetter("_scaled_dot_product_attention_math")(vars(torch_tables))(x, x, x)'),
+    ("", "match_kernel(torch_tables)(x, x, x)"),  # a pattern reads the attribute
+    ("import functools", 'functools.reduce(getattr, ["_C", "_VariableFunctions", '
+                         '"_scaled_dot_product_attention_math"], torch)(x, x, x)'),  # getattr handed on
+    # a helper reached by a name built at run time: anything of any file is within reach
+    ("from . import heads", "eval('heads.att' + 'end')(x, x, x)"),
+    ("import importlib", "importlib.import_module('.he' + 'ads', __package__).attend(x, x, x)"),
+    ("import sys", "sys.modules[__package__ + '.heads'].attend(x, x, x)"),
+    ("from sys import modules as loaded", "loaded[__package__ + '.heads'].attend(x, x, x)"),
+    ("from .heads import attend", "globals()['att' + 'end'](x, x, x)"),
+    ("from .heads import attend", "globals()['attend'](x, x, x)"),  # a constant key names what it reads
+    ("", "globals()['_mine'](x)"),  # this file's own helper, by its name
+    ("from . import heads", "heads.__dict__['attend'](x, x, x)"),  # a module's namespace read by a dunder
+    ("", "print.__self__.eval('_mi' + 'ne')(x)"),  # the builtins module, reached through a builtin
+    ("from .heads import attend", "scaled_dot_product_attention.__globals__['att' + 'end'](x, x, x)")])
+def test_a_kernel_held_in_a_variable_or_reached_by_a_computed_name_is_charged(imports, call):
+    """A private kernel no contract name shares counts as an attribute of anything (a variable, an attribute, a
+    module can hold torch's tables); a name built at run time may reach any helper of any file."""
+    attention = ATTENTION_IMPORTING.format(imports=imports, call=call) + (
+        "\ntorch_tables = torch._C._VariableFunctions\n\n"
+        "def match_kernel(table):\n    match table:\n"
+        "        case object(_scaled_dot_product_attention_math=kernel):\n            return kernel\n\n"
+        "def _mine(x):  # named by no plain name\n"
+        "    return torch._C._VariableFunctions._scaled_dot_product_attention_math(x, x, x)\n")
+    files = {"heads": HEADS_WITH_HELPERS.format(table="").encode(), "attention": attention.encode()}
+    found = scan_submission(files, CONTRACT)
+    assert KERNEL <= found.get("MultiHeadAttention", set()), found
+    assert "scaled_dot_product_attention" not in found and "split_heads" not in found, found
+
+
+@pytest.mark.parametrize("uses", ["-sys.float_info.max", "vars(torch.finfo(x.dtype))['min']",
+                                  "globals()['scaled_dot_product_attention'](x, x, x)[0]"])
+def test_plain_reads_of_sys_vars_and_globals_charge_nothing(uses):
+    """A masking constant read from sys, an object's own namespace and a contract name read back from the file's
+    namespace reach nothing by a computed name: the check against torch that nothing names stays uncharged."""
+    files = {"heads": HEADS_WITH_HELPERS.format(table="").encode(),
+             "attention": ATTENTION_IMPORTING.format(imports="import sys", call=uses).encode()}
+    assert scan_submission(files, CONTRACT) == {}
+
+
+@pytest.mark.parametrize("imports", ["from .heads import split_heads, combine_heads", "from . import heads",
+                                     "from .heads import *", "import {package}.heads"])
+def test_honest_imports_from_a_sibling_charge_nothing(imports):
+    """The solution's own layout: attention.py uses heads.py's public names; heads.py keeps a check against
+    torch that nothing names. Nothing is charged."""
+    uses = "split_heads(x, 2)" if "heads import" in imports else "{package}.heads.split_heads(x, 2)" \
+        if imports.startswith("import") else "heads.split_heads(x, 2)"
+    package = CONTRACT.package
+    files = {"heads": HEADS_WITH_HELPERS.format(table="").encode(),
+             "attention": ATTENTION_IMPORTING.format(imports=imports.format(package=package),
+                                                     call=uses.format(package=package)).encode()}
+    assert scan_submission(files, CONTRACT) == {}
 
 
 def test_a_forbidden_path_into_a_submodule_torch_leaves_unimported_is_reached():

@@ -5,13 +5,17 @@ Reads the text only (``ast``); nothing is imported or run. Only uses count:
 attribute accesses on torch, names imported from torch, and names looked up
 as strings (``getattr``, an operator's ``"aten::..."``) in whatever object, save
 a contract name the module defines read back from its own ``globals()``
-(:func:`_own_names`); a plain string that equals a forbidden name (an ``__all__``
-entry, a message) is not a use. A helper's uses are charged to the contract names
-that name it (:func:`scan_module`). The worker's run-time tripwires catch the
-indirect cases this misses (computed names).
+(:func:`_own_names`). A forbidden name no contract name shares
+(``_scaled_dot_product_attention_math``) counts as an attribute of any object:
+a variable, an attribute or a sibling file can hold torch's tables. A plain
+string that equals a forbidden name (an ``__all__`` entry, a message) is not a
+use. A helper's uses are charged to the contract names that name it, in
+the file or a sibling (:func:`scan_module`, :func:`scan_submission`). The
+worker's run-time tripwires catch the indirect cases this misses (computed names).
 """
 
 import ast
+from dataclasses import dataclass, field
 
 from . import source_tree
 from .source_tree import ParsedFile, parse
@@ -41,8 +45,9 @@ def _root_name(node):
     return node.id if isinstance(node, ast.Name) else None
 
 
-# Ways to reach an attribute by its name as a string: getattr(F, "..."), attrgetter("..."), F.__dict__["..."].
-LOOKUPS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "__getattr__", "get", "__getitem__",
+# Ways to reach an attribute by its name as a string: getattr(F, "..."), attrgetter("..."), F.__dict__["..."],
+# itemgetter("...")(vars(F)).
+LOOKUPS = {"getattr", "attrgetter", "itemgetter", "methodcaller", "__getattribute__", "__getattr__", "get", "__getitem__",
            "_jit_get_operation", "_get_operation_overload"}  # the last two: an operator by its name, "aten::..."
 
 
@@ -60,6 +65,23 @@ def _own_namespace(node):
     """Whether ``node`` reads the module's own namespace: ``globals()``."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "globals" \
         and not node.args and not node.keywords
+
+
+PASSABLE = {"getattr", "attrgetter", "itemgetter", "methodcaller"}  # look-ups that may be handed on as values
+
+
+def _handed_on_lookups(under, refers, attributes, forbidden):
+    """The forbidden APIs a statement may look up through a look-up function handed on rather than called
+    (``functools.reduce(getattr, ["_C", "name"], torch)``, ``g = getattr``): then every string it holds is a
+    name it may look up."""
+    if refers.isdisjoint(PASSABLE) and attributes.isdisjoint(PASSABLE):
+        return set()
+    called = {id(node.func) for node in under if isinstance(node, ast.Call)}
+    if not any(isinstance(node, (ast.Name, ast.Attribute)) and _called(node) in PASSABLE and id(node) not in called
+               for node in under):
+        return set()
+    return {forbidden[name] for node in under if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            for name in _named_by(node.value) if name in forbidden}
 
 
 def _looked_up_name(sub, own=frozenset()):
@@ -128,13 +150,19 @@ def _own_names(parsed, names, nodes):
     return frozenset(defined & set(names))
 
 
-def _hits(nodes, aliases, direct, forbidden, own=frozenset(), names=None):
+def _hits(nodes, aliases, direct, forbidden, own=frozenset(), names=None, anywhere=frozenset(), attributes=None):
     """The forbidden APIs used by ``nodes`` (a statement and every node under it); ``own``: the module's own
-    names (:func:`_own_names`); ``names``: a set that gathers every name ``nodes`` use, where given."""
+    names (:func:`_own_names`); ``names`` and ``attributes``: sets that gather every name and attribute name
+    ``nodes`` use, where given; ``anywhere``: the forbidden names that count on any object (no contract name's)."""
     found = set()
     for sub in nodes:
-        if isinstance(sub, ast.Attribute) and sub.attr in forbidden and _root_name(sub) in aliases:
-            found.add(forbidden[sub.attr])
+        if isinstance(sub, ast.Attribute):
+            if attributes is not None:
+                attributes.add(sub.attr)
+            if sub.attr in forbidden and (sub.attr in anywhere or _root_name(sub) in aliases):
+                found.add(forbidden[sub.attr])
+        elif isinstance(sub, ast.MatchClass):  # case object(name=kernel): an attribute read by a pattern
+            found.update(forbidden[name] for name in sub.kwd_attrs if name in anywhere)
         elif isinstance(sub, ast.Name):
             if sub.id in direct:
                 found.add(direct[sub.id])
@@ -143,8 +171,12 @@ def _hits(nodes, aliases, direct, forbidden, own=frozenset(), names=None):
         elif isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("torch"):
             found.update(forbidden[a.name] for a in sub.names if a.name in forbidden)
         else:
-            found.update(forbidden[name] for text in _looked_up_name(sub, own) for name in _named_by(text)
-                         if name in forbidden)
+            texts = _looked_up_name(sub)
+            if texts and names is not None:
+                names.update(texts)  # a helper read back by its name: globals()["_helper"]
+            if texts and own:
+                texts = _looked_up_name(sub, own)
+            found.update(forbidden[name] for text in texts for name in _named_by(text) if name in forbidden)
     return found
 
 
@@ -167,8 +199,255 @@ def _script_blocks(parsed, nodes):
     return set() if _may_set(nodes, bound={"__name__"}) else blocks
 
 
+@dataclass
+class _ModuleUses:
+    """One file's uses, before they are charged: per top-level function or class (``defs``) and for its
+    module-level code (the ``None`` key): the forbidden APIs it uses, the file's own names it names, and what of
+    its sibling files it names, as ``(module, name)`` (``name`` None: anything of that module)."""
+
+    uses: dict = field(default_factory=dict)
+    named: dict = field(default_factory=dict)
+    siblings: dict = field(default_factory=dict)
+
+    def add(self, key, found, refers, siblings):
+        self.uses.setdefault(key, set()).update(found)
+        self.named.setdefault(key, set()).update(refers - {key})
+        self.siblings.setdefault(key, set()).update(siblings)
+
+
+def _sibling_imports(nodes, contract):
+    """How the file binds its sibling files' names, from its imports wherever they stand (a nested import binds
+    for the whole file: fail closed): ``{local name: (module, name)}`` (``from .heads import attend``),
+    ``{local name: module}`` (``from . import heads``; ``None``: the package itself, ``import mha_pe``) and the
+    modules imported with ``*`` (``None``: every sibling)."""
+    names, modules, stars = {}, {}, set()
+    package = contract.package
+
+    def bind_module(local, stem):
+        if stem in contract.modules:
+            modules[local] = stem
+        elif stem in contract.names:
+            names[local] = (contract.names[stem], stem)
+        else:
+            names[local] = (None, stem)  # something else of the package: no telling what, so anything of it
+
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] != package:
+                    continue
+                if alias.asname is None:
+                    modules[package] = None  # binds the package; mha_pe.heads.attend is read through it
+                elif len(parts) == 1:
+                    modules[alias.asname] = None
+                else:
+                    bind_module(alias.asname, parts[1])
+        elif isinstance(node, ast.ImportFrom):
+            dotted = (node.module or "").split(".") if node.module else []
+            if node.level == 1:
+                stem = dotted[0] if dotted else None
+            elif node.level == 0 and dotted and dotted[0] == package:
+                stem = dotted[1] if len(dotted) > 1 else None
+            else:
+                continue
+            for alias in node.names:
+                if alias.name == "*":
+                    stars.add(stem if stem in contract.modules else None)
+                elif stem is None:
+                    bind_module(alias.asname or alias.name, alias.name)
+                elif stem in contract.modules:
+                    names[alias.asname or alias.name] = (stem, alias.name)
+    return names, modules, stars
+
+
+# Names that reach code by a name computed at run time: the builtins that do (a module bound to sys, importlib
+# or builtins, or a name imported from one, counts too: sys.modules, import_module).
+DYNAMIC = {"__import__", "eval", "exec", "compile", "globals", "vars", "locals", "__builtins__"}
+DYNAMIC_MODULES = {"sys", "importlib", "builtins"}
+NAMESPACES = {"vars"}  # with no argument, the caller's namespace; with one, the object's
+# The same reached as an attribute (print.__self__.eval, a function's __globals__, a frame's f_globals)
+DYNAMIC_ATTRIBUTES = {"__import__", "eval", "exec", "globals", "locals", "vars", "__builtins__", "__globals__",
+                      "f_globals", "f_locals", "__self__", "import_module"}
+# What of sys honest code reads (a masking constant, a print): every other use of sys counts (sys.modules).
+SYS_PLAIN = {"float_info", "maxsize", "int_info", "hash_info", "version_info", "version", "platform", "byteorder",
+             "stdout", "stderr", "getrecursionlimit", "setrecursionlimit", "float_repr_style"}
+
+
+def _dynamic_names(nodes):
+    """``DYNAMIC``, and the names the file binds to ``DYNAMIC_MODULES`` or to what it imports from them, as
+    ``{name: True where it is bound to sys}``."""
+    found = dict.fromkeys(DYNAMIC, False)
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(((alias.asname or alias.name).split(".")[0], alias.name == "sys") for alias in node.names
+                         if alias.name.split(".")[0] in DYNAMIC_MODULES)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and \
+                (node.module or "").split(".")[0] in DYNAMIC_MODULES:
+            found.update((alias.asname or alias.name, False) for alias in node.names
+                         if not (node.module == "sys" and alias.name in SYS_PLAIN))
+    return found
+
+
+def _reads_by_computed_name(under, dynamic):
+    """Whether a statement may reach code by a name built at run time (``eval``, ``sys.modules``,
+    ``globals()[name]``): then anything of any file is within its reach (fail closed). ``globals()`` read with a
+    constant key (``globals()["name"]``, ``globals().get("name")``) names what it reads, and ``sys.float_info``
+    what it says: not counted."""
+    plain = set()
+    for node in under:
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and _own_namespace(node.value):
+            plain.add(id(node.value.func))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
+                _own_namespace(node.func.value) and node.args and isinstance(node.args[0], ast.Constant):
+            plain.add(id(node.func.value.func))
+        elif isinstance(node, ast.Attribute) and node.attr in SYS_PLAIN and isinstance(node.value, ast.Name) and \
+                dynamic.get(node.value.id):
+            plain.add(id(node.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in NAMESPACES and \
+                node.args:
+            plain.add(id(node.func))  # vars(F): that object's namespace, not the file's
+    return any(isinstance(node, ast.Name) and node.id in dynamic and id(node) not in plain
+               or isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES for node in under)
+
+
+def _chains(under):
+    """The outermost ``a.b.c`` attribute chains in ``under``, as name lists, and the ids of the names that root
+    them (a name that roots none is used bare: a module passed around)."""
+    inner = {id(node.value) for node in under if isinstance(node, ast.Attribute)}
+    chains, roots = [], set()
+    for node in under:
+        if isinstance(node, ast.Attribute) and id(node) not in inner:
+            parts = []
+            while isinstance(node, ast.Attribute):
+                parts.append(node.attr)
+                node = node.value
+            if isinstance(node, ast.Name):
+                roots.add(id(node))
+                chains.append([node.id, *reversed(parts)])
+    return chains, roots
+
+
+def _sibling_refs(under, refers, attributes, imports, contract, bound, dynamic):
+    """What of the sibling files one statement names, as ``(module, name)``: ``name`` None for anything of the
+    module, ``module`` None for anything of the package (and of its own file). ``refers``, ``attributes``: the
+    names and attribute names it uses; ``bound``: every file's top-level names (for ``*``); ``dynamic``: the
+    names that read by a computed name (:func:`_reads_by_computed_name`)."""
+    names, modules, stars = imports
+    if (not refers.isdisjoint(dynamic) or not attributes.isdisjoint(DYNAMIC_ATTRIBUTES)) and \
+            _reads_by_computed_name(under, dynamic):
+        return {(None, None)}
+    refs = {names[name] for name in refers if name in names}
+    for star in stars:
+        for stem in (contract.modules if star is None else [star]):
+            refs.update((stem, name) for name in refers if name in bound.get(stem, ()))
+    if not modules or not refers & set(modules):
+        return refs
+    chains, roots = _chains(under)
+    for chain in chains:
+        if chain[0] not in modules:
+            continue
+        stem, rest = modules[chain[0]], chain[1:]
+        if stem is None:  # the package: mha_pe.heads.attend, or a name it re-exports, mha_pe.attend
+            if rest[0] in contract.modules:
+                stem, rest = rest[0], rest[1:]
+            elif rest[0] in contract.names:
+                stem = contract.names[rest[0]]
+        # A module's namespace read by a dunder (heads.__dict__["attend"]): anything of it
+        refs.add((stem, rest[0] if stem is not None and rest and not rest[0].startswith("__") else None))
+    for node in under:  # a module itself used bare (passed on, getattr'd): anything of it
+        if isinstance(node, ast.Name) and node.id in modules and id(node) not in roots:
+            refs.add((modules[node.id], None))
+    return refs
+
+
+def _top_bound(parsed):
+    """The names a file binds at its top level (definitions, assignments, imports): what ``*`` takes from it."""
+    bound = set()
+    for node, under in parsed.parts:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        for sub in under:
+            if isinstance(sub, ast.Name) and not isinstance(sub.ctx, ast.Load):
+                bound.add(sub.id)
+            elif isinstance(sub, ast.alias):
+                bound.add((sub.asname or sub.name).split(".")[0])
+    return bound
+
+
+def _module_uses(parsed, module, contract, bound):
+    """The :class:`_ModuleUses` of one parsed file."""
+    forbidden = contract.forbidden_by_name
+    nodes = parsed.nodes()
+    statements = [node for node in nodes if isinstance(node, (ast.Import, ast.ImportFrom))]  # wherever they stand
+    aliases, direct = _torch_aliases(statements, forbidden)
+    own = _own_names(parsed, [name for name, owner in contract.names.items() if owner == module], nodes)
+    anywhere = frozenset(forbidden) - set(contract.names)
+    imports = _sibling_imports(statements, contract)
+    dynamic = _dynamic_names(statements)
+    found_uses = _ModuleUses()
+    script_only = _script_blocks(parsed, nodes)
+    for node, under in parsed.parts:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if node in script_only:  # never run when graded: only its else branch is module-level code
+            under = [sub for branch in node.orelse for sub in source_tree.nodes_under(branch)]
+        refers, attributes = set(), set()
+        found = _hits(under, aliases, direct, forbidden, own, refers, anywhere, attributes)
+        found |= _handed_on_lookups(under, refers, attributes, forbidden)
+        siblings = _sibling_refs(under, refers, attributes, imports, contract, bound, dynamic)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):  # defined twice: both count
+            found_uses.add(node.name, found, refers, siblings)
+        else:
+            found_uses.add(None, found, refers, siblings)
+    return found_uses
+
+
+def _reach(files, start):
+    """Every forbidden API reached from ``start``, ``(module, name)`` pairs (``name`` None: the module's top-level
+    code), through the helpers each names, in its file or a sibling; reaching a sibling runs its top-level code
+    too (it is imported), and a module or package used bare reaches all of it."""
+    found, seen, stack = set(), set(), list(start)
+    while stack:
+        key = stack.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        module, name = key
+        uses = files[module]
+        if name not in uses.uses:
+            continue  # a file with no top-level code
+        found |= uses.uses[name]
+        stack.extend((module, other) for other in uses.named[name] if other in uses.uses)
+        for stem, other in uses.siblings[name]:
+            for target in (files if stem is None else [stem] if stem in files else []):
+                stack.append((target, None))
+                if stem is None or other is None:
+                    stack.extend((target, helper) for helper in files[target].uses)
+                elif other in files[target].uses:
+                    stack.append((target, other))
+    return found
+
+
+def _charge(files: dict[str, _ModuleUses], contract: Contract) -> dict[str, set[str]]:
+    """``{contract name: forbidden APIs}``: what each name reaches, and what its file's top-level code reaches
+    (run on import: it taints every name of the file)."""
+    result = {}
+    for module, uses in files.items():
+        everywhere = _reach(files, [(module, None)]) if None in uses.uses else set()
+        for name, owner in contract.names.items():
+            if owner != module:
+                continue
+            found = (_reach(files, [(module, name)]) if name in uses.uses else set()) | everywhere
+            if found:
+                result[name] = found
+    return result
+
+
 def scan_module(source: str | ParsedFile | None, module: str, contract: Contract) -> dict[str, set[str]]:
-    """``{contract name: set of forbidden APIs}`` for one student file (its text, or its tree already parsed).
+    """``{contract name: set of forbidden APIs}`` for one student file (its text, or its tree already parsed), read
+    alone: what it names of its sibling files is charged by :func:`scan_submission`.
 
     A contract name is charged with what its own definition uses and what the module's other top-level functions
     and classes it names use (a helper, followed through helpers it names); module-level code, and what it names,
@@ -178,56 +457,23 @@ def scan_module(source: str | ParsedFile | None, module: str, contract: Contract
     parsed = source if isinstance(source, ParsedFile) or source is None else parse(source)
     if parsed is None:
         return {}  # a syntax error: the import will fail and say so (a file past the parser's limits: refused)
-    forbidden = contract.forbidden_by_name
-    nodes = parsed.nodes()
-    aliases, direct = _torch_aliases(nodes, forbidden)
-    names = [name for name, owner in contract.names.items() if owner == module]
-    own = _own_names(parsed, names, nodes)
-    uses, named, module_named, module_level = {}, {}, set(), set()
-    script_only = _script_blocks(parsed, nodes)
-    for node, under in parsed.parts:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue
-        if node in script_only:  # never run when graded: only its else branch is module-level code
-            under = [sub for branch in node.orelse for sub in source_tree.nodes_under(branch)]
-        refers = set()
-        found = _hits(under, aliases, direct, forbidden, own, refers)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):  # defined twice: both count
-            uses.setdefault(node.name, set()).update(found)
-            named.setdefault(node.name, set()).update(refers - {node.name})
-        else:
-            module_level |= found
-            module_named |= refers
-
-    def reach(start):
-        seen, stack = set(), [name for name in start if name in uses]
-        while stack:
-            name = stack.pop()
-            if name not in seen:
-                seen.add(name)
-                stack.extend(other for other in named[name] if other in uses and other not in seen)
-        return seen
-
-    result = {}
-    for name in names:
-        if name in uses:
-            helpers = reach([name])
-            found = set().union(*(uses[helper] for helper in helpers))
-            if found:
-                result[name] = found
-    everywhere = module_level.union(*(uses[helper] for helper in reach(module_named)))
-    if everywhere:
-        for name in names:
-            result.setdefault(name, set()).update(everywhere)
-    return result
+    return _charge({module: _module_uses(parsed, module, contract, {})}, contract)
 
 
 def scan_submission(files: dict[str, bytes], contract: Contract,
                     parsed: dict[str, ParsedFile | None] | None = None) -> dict[str, set[str]]:
-    """``files`` maps module name to its bytes; returns the merged ``{name: set of APIs}``. ``parsed``: the files'
-    trees, when the caller has them (:func:`.source_tree.parse_files`)."""
-    result = {}
+    """``files`` maps module name to its bytes; returns ``{name: set of APIs}``, as :func:`scan_module` charges
+    each file, and with a helper one file imports from another charged to the names that reach it
+    (``from .heads import attend``, ``heads.attend``, ``mha_pe.heads.attend``). ``parsed``: the files' trees,
+    when the caller has them (:func:`.source_tree.parse_files`)."""
+    trees = {}
     for module, data in files.items():
         tree = parsed[module] if parsed is not None and module in parsed else parse(data)
-        result.update(scan_module(tree, module, contract))
-    return result
+        if tree is not None:  # a syntax error: the import will fail and say so
+            trees[module] = tree
+    bound = {}
+    if any(isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names)
+           for tree in trees.values() for node, _ in tree.parts):  # only * needs them (top-level only, as * is)
+        bound = {module: _top_bound(tree) for module, tree in trees.items()}
+    return _charge({module: _module_uses(tree, module, contract, bound) for module, tree in trees.items()},
+                   contract)
