@@ -398,6 +398,11 @@ def attacked(request, tmp_path_factory, loopback_listener):
     folder = copy_package(SOLUTIONS, class_dir / "builtin-from-c-module", MODULES)
     attention = (folder / "attention.py").read_text()
     (folder / "attention.py").write_text(attention.replace(SDPA_BODY_STARTS, FROM_C_MODULE + SDPA_BODY_STARTS, 1))
+    folder = copy_package(SOLUTIONS, class_dir / "kernel-from-a-class-table", MODULES)
+    attention = (folder / "attention.py").read_text()
+    body = attention[attention.index(SDPA_BODY_STARTS):attention.index(SDPA_BODY_ENDS) + len(SDPA_BODY_ENDS)]
+    kernel = textwrap.indent(textwrap.dedent(KERNEL_BY_NAME.replace("getattr(torch,", FROM_CLASS_TABLE)), "    ")
+    (folder / "attention.py").write_text(attention.replace(body, kernel))
     folder = copy_package(SOLUTIONS, class_dir / "kernel-in-a-sibling-by-computed-name", MODULES)
     (folder / "heads.py").write_text((folder / "heads.py").read_text() + SIBLING_KERNEL)
     attention = (folder / "attention.py").read_text()
@@ -472,6 +477,9 @@ KERNEL_BY_NAME = """
         output, weights = output.masked_fill(~keeps, 0.0), weights.masked_fill(~keeps, 0.0)
     return output, weights
 """
+# The same kernel from a class's attributes, which no tripwire can replace, by a name the scan cannot read: the
+# dispatcher sees the call.
+FROM_CLASS_TABLE = "getattr(torch._C._VariableFunctions,"
 # The private kernel from a table no tripwire can wrap (a class's attribute), in a helper of heads.py that nothing
 # there names, reached from attention.py through a module looked up by a computed name: the scan alone sees it.
 SIBLING_KERNEL = """
@@ -533,7 +541,7 @@ def test_every_attack_was_graded(attacked):
     assert set(attacked["attacks"]) | {entry.id for entry in attacked["cheats"]} \
         | {"control", "classmate-repo", "kernel-by-computed-name", "flex-by-computed-import",
            "builtin-in-own-namespace", "scan-bomb", "builtin-from-c-module",
-           "kernel-in-a-sibling-by-computed-name"} == set(attacked["results"])
+           "kernel-in-a-sibling-by-computed-name", "kernel-from-a-class-table"} == set(attacked["results"])
 
 
 def test_a_worker_vouching_for_itself_earns_nothing(attacked):
@@ -559,7 +567,8 @@ def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):
     ("flex-by-computed-import", "torch.nn.attention.flex_attention.flex_attention"),
     ("builtin-in-own-namespace", "torch.nn.functional.scaled_dot_product_attention"),
     ("builtin-from-c-module", "torch.nn.functional.scaled_dot_product_attention"),
-    ("kernel-in-a-sibling-by-computed-name", "torch._scaled_dot_product_attention_math")])
+    ("kernel-in-a-sibling-by-computed-name", "torch._scaled_dot_product_attention_math"),
+    ("kernel-from-a-class-table", "torch._scaled_dot_product_attention_math")])
 def test_a_forbidden_api_reached_by_a_computed_name_is_charged_to_it(attacked, student, api):
     """The scan cannot read the name; the run-time tripwire on the contract's path records the call (or, for a
     copy no tripwire can wrap, the scan charges whatever a computed name may reach), so every test that reached

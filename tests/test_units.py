@@ -1,6 +1,7 @@
 """Small pieces of the engine: the forbidden-API scan, result records, file names."""
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -250,14 +251,45 @@ def test_a_kernel_held_in_a_variable_or_reached_by_a_computed_name_is_charged(im
     assert "scaled_dot_product_attention" not in found and "split_heads" not in found, found
 
 
-@pytest.mark.parametrize("uses", ["-sys.float_info.max", "vars(torch.finfo(x.dtype))['min']",
-                                  "globals()['scaled_dot_product_attention'](x, x, x)[0]"])
-def test_plain_reads_of_sys_vars_and_globals_charge_nothing(uses):
-    """A masking constant read from sys, an object's own namespace and a contract name read back from the file's
-    namespace reach nothing by a computed name: the check against torch that nothing names stays uncharged."""
-    files = {"heads": HEADS_WITH_HELPERS.format(table="").encode(),
-             "attention": ATTENTION_IMPORTING.format(imports="import sys", call=uses).encode()}
+@pytest.mark.parametrize("imports, uses", [
+    ("import sys", "-sys.float_info.max"),  # a masking constant
+    ("import sys", "vars(torch.finfo(x.dtype))['min']"),  # an object's own namespace
+    ("import sys", "globals()['scaled_dot_product_attention'](x, x, x)[0]"),  # a contract name read back
+    ("import os, sys\nsys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))", "x"),
+    ("import sys\nDEBUG = '-v' in sys.argv", "print(sys.exc_info(), sys.getsizeof(x)) or x"),
+    ("", "(self.eval(), x)[1]"),  # nn.Module.eval, not the builtin
+    ("", "print(locals(), vars()) or x"),  # a debugging print
+    ("import logging\nfrom . import heads", "(logging.getLogger(heads.__name__), x)[1]"),  # a module's name
+    ("import importlib\nfrom . import heads\nimportlib.reload(heads)", "x"),  # a notebook habit
+    ("import functools", "functools.reduce(getattr, 'q_linear.weight'.split('.'), self) and x")])
+def test_plain_reads_of_sys_vars_and_globals_charge_nothing(imports, uses):
+    """Honest code that looks dynamic (a masking constant from sys, a debugging print of locals(), nn.Module's
+    eval(), a module's __name__, reload, getattr handed to reduce for a parameter) reaches nothing by a computed
+    name: the checks against torch that nothing names (in heads.py) stay uncharged, and a docstring naming torch's
+    class is no look-up."""
+    attention = ATTENTION_IMPORTING.format(imports=imports, call=uses).replace(
+        "class MultiHeadAttention(torch.nn.Module):\n",
+        'class MultiHeadAttention(torch.nn.Module):\n    """Written to match torch.nn.MultiheadAttention."""\n')
+    files = {"heads": HEADS_WITH_HELPERS.format(table="").encode(), "attention": attention.encode()}
     assert scan_submission(files, CONTRACT) == {}
+
+
+@pytest.mark.parametrize("setup", [
+    "class _Setup:  # named by nothing; its body runs on import\n"
+    "    torch.attend_kernel = torch._C._VariableFunctions._scaled_dot_product_attention_math",
+    "def _unused(k=setattr(torch, 'attend_kernel', torch._C._VariableFunctions._scaled_dot_product_attention_math)):"
+    "\n    pass",
+    "@lambda f: setattr(torch, 'attend_kernel', torch._C._VariableFunctions._scaled_dot_product_attention_math) or f"
+    "\ndef _unused():\n    pass",
+    "class _Holder:\n    def run(self, kernel=torch._C._VariableFunctions._scaled_dot_product_attention_math):\n"
+    "        return kernel"])
+def test_what_a_definition_runs_on_import_is_module_level_code(setup):
+    """A class body, a default value or a decorator runs when the file is imported, whether or not anything names
+    the definition: its uses taint every name, as module-level code's do."""
+    attention = ATTENTION_IMPORTING.format(imports="", call="torch.attend_kernel(x, x, x)[0]") + "\n" + setup + "\n"
+    files = {"heads": HEADS_WITH_HELPERS.format(table="").encode(), "attention": attention.encode()}
+    assert scan_submission(files, CONTRACT) == dict.fromkeys(["scaled_dot_product_attention", "MultiHeadAttention"],
+                                                             KERNEL)
 
 
 @pytest.mark.parametrize("imports", ["from .heads import split_heads, combine_heads", "from . import heads",
@@ -308,6 +340,8 @@ if __name__ == "__main__":
     ("", "", False),  # the student's own check, run by hand: never when graded
     ('__name__ = "__main__"', "", True),  # renamed so that it runs on import
     ('globals()["__name__"] = "__main__"', "", True),
+    ('globals().update(__name__="__main__")', "", True),  # a keyword argument binds it too
+    ("exec('__na' + 'me__ = \"__main__\"')", "", True),  # so may code read by a computed name
     ("", "else:\n    nn.MultiheadAttention(4, 2)", True)])  # the else branch runs on import
 def test_a_main_block_is_charged_only_where_it_may_run_when_graded(prelude, orelse, charged):
     found = scan_module(SELF_CHECK.format(prelude=prelude, orelse=orelse), "attention", CONTRACT)
@@ -323,6 +357,55 @@ def test_the_copies_of_a_forbidden_function_that_torch_keeps_elsewhere_are_found
              "copies('torch.nn.MultiheadAttention'))")
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=paths.REPO_ROOT)
     assert ran.stdout.strip() == "['torch._C._nn.scaled_dot_product_attention'] []", ran.stderr
+
+
+OPERATOR_PATHS = """
+import sys, torch
+from autograder.worker.operator_watch import watch_operators
+from lesson import CONTRACT
+hits = []
+library = watch_operators(CONTRACT.forbidden, hits.append)
+torch.manual_seed(0)
+q = torch.randn(2, 2, 3, 4, requires_grad=True)
+kernel = "_scaled_dot_" + "product_attention_math"
+plain = torch.softmax(q @ q.transpose(-2, -1) / 2.0, dim=-1) @ q
+calls = {
+    "a class's attribute": lambda: getattr(torch._C._VariableFunctions, kernel)(q, q, q)[0],
+    "torch.ops": lambda: getattr(torch.ops.aten, kernel)(q, q, q)[0],
+    "an operator by name": lambda: torch._C._jit_get_operation("aten::" + kernel)[0](q, q, q)[0],
+    "inference mode": lambda: torch.inference_mode()(lambda: getattr(torch._C._VariableFunctions, kernel)(
+        q.detach(), q.detach(), q.detach())[0])(),
+    "the fused CPU kernel": lambda: torch._C._VariableFunctions._scaled_dot_product_flash_attention_for_cpu(
+        q, q, q)[0],
+    "the fused kernel, inference mode": lambda: torch.inference_mode()(lambda: getattr(
+        torch._C._VariableFunctions, "_scaled_dot_product_flash_attention_for_cpu")(
+        q.detach(), q.detach(), q.detach())[0])(),
+}
+found = {}
+for label, call in calls.items():
+    hits.clear()
+    out = call()
+    grads = out.requires_grad and torch.autograd.grad(out.sum(), q)[0] is not None
+    found[label] = [sorted(set(hits)), torch.allclose(out, plain, atol=1e-5), grads]
+hits.clear()
+torch.softmax(q @ q.transpose(-2, -1), dim=-1) @ q
+found["honest arithmetic"] = [hits, True, False]
+print(json.dumps(found))
+"""
+
+
+def test_a_forbidden_operator_is_watched_at_the_dispatcher_whatever_its_name():
+    """The private kernels are kept where no tripwire can replace them (a class's attributes, torch.ops, an
+    operator looked up by name); the dispatcher sees every call, inference mode's too, and answers it as the
+    library would (the same values, gradients kept). Honest arithmetic records nothing."""
+    ran = subprocess.run([sys.executable, "-c", "import json\n" + OPERATOR_PATHS], capture_output=True, text=True,
+                         cwd=paths.REPO_ROOT, env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "tests")})
+    math, fused = ["torch._scaled_dot_product_attention_math"], ["torch._scaled_dot_product_flash_attention_for_cpu"]
+    assert json.loads(ran.stdout) == {
+        "a class's attribute": [math, True, True], "torch.ops": [math, True, True],
+        "an operator by name": [math, True, True], "inference mode": [math, True, False],
+        "the fused CPU kernel": [fused, True, True], "the fused kernel, inference mode": [fused, True, False],
+        "honest arithmetic": [[], True, False]}, ran.stderr
 
 
 def test_getattr_tricks_are_caught():

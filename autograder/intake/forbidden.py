@@ -71,17 +71,20 @@ PASSABLE = {"getattr", "attrgetter", "itemgetter", "methodcaller"}  # look-ups t
 
 
 def _handed_on_lookups(under, refers, attributes, forbidden):
-    """The forbidden APIs a statement may look up through a look-up function handed on rather than called
-    (``functools.reduce(getattr, ["_C", "name"], torch)``, ``g = getattr``): then every string it holds is a
-    name it may look up."""
+    """The forbidden APIs a statement may look up through a look-up function handed to a call rather than called
+    (``functools.reduce(getattr, ["_C", "name"], torch)``): every name-like string that call holds (no sentence, a
+    docstring's or a message's) is a name it may look up."""
     if refers.isdisjoint(PASSABLE) and attributes.isdisjoint(PASSABLE):
         return set()
-    called = {id(node.func) for node in under if isinstance(node, ast.Call)}
-    if not any(isinstance(node, (ast.Name, ast.Attribute)) and _called(node) in PASSABLE and id(node) not in called
-               for node in under):
-        return set()
-    return {forbidden[name] for node in under if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            for name in _named_by(node.value) if name in forbidden}
+    found = set()
+    for node in under:
+        if isinstance(node, ast.Call) and any(isinstance(arg, (ast.Name, ast.Attribute)) and _called(arg) in PASSABLE
+                                              for arg in (*node.args, *(kw.value for kw in node.keywords))):
+            found.update(forbidden[name] for sub in source_tree.nodes_under(node)
+                         if isinstance(sub, ast.Constant) and isinstance(sub.value, str)
+                         and not any(char.isspace() for char in sub.value)
+                         for name in _named_by(sub.value) if name in forbidden)
+    return found
 
 
 def _looked_up_name(sub, own=frozenset()):
@@ -105,7 +108,8 @@ def _looked_up_name(sub, own=frozenset()):
 
 BUILTINS = {"globals", "builtins", "__builtins__"}
 BINDERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.alias, ast.arg, ast.ExceptHandler, ast.MatchAs,
-           ast.MatchStar, ast.MatchMapping)  # the nodes that bind a name in one of _may_set's fields
+           ast.MatchStar, ast.MatchMapping, ast.keyword)  # the nodes that bind a name in one of _may_set's fields
+# (a keyword argument: globals().update(__name__="__main__"))
 
 
 def _may_set(nodes, bound, named=frozenset(), attributes=frozenset()):
@@ -189,14 +193,35 @@ def _is_main_test(test):
         isinstance(side, ast.Constant) and side.value == "__main__" for side in sides)
 
 
-def _script_blocks(parsed, nodes):
+def _script_blocks(parsed, nodes, dynamic):
     """The module's top-level ``if __name__ == "__main__":`` blocks: a student's own checks, run by hand (against
     torch's attention, say), never when the module is graded, where its name is the package's. None where the file
-    may rename itself (it binds ``__name__`` or names it in text: ``globals()["__name__"]``), which would run them."""
+    may rename itself (it binds ``__name__`` or names it in text: ``globals()["__name__"]``, or reads by a computed
+    name anywhere: ``exec``), which would run them."""
     blocks = {node for node, _ in parsed.parts if isinstance(node, ast.If) and _is_main_test(node.test)}
     if not blocks:
         return blocks
-    return set() if _may_set(nodes, bound={"__name__"}) else blocks
+    return set() if _may_set(nodes, bound={"__name__"}) or _reads_by_computed_name(nodes, dynamic) else blocks
+
+
+def _import_time(node):
+    """The parts of a top-level definition that run when the file is imported, not when it is called: decorators,
+    default values, annotations and base classes, and a class body's statements (a method's parts of the same
+    kind included). Their uses are module-level code's."""
+    parts = list(node.decorator_list)
+    if isinstance(node, ast.ClassDef):
+        parts += node.bases + [keyword.value for keyword in node.keywords]
+        for statement in node.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                parts += _import_time(statement)
+            else:
+                parts.append(statement)
+    else:
+        arguments = node.args
+        parts += [value for value in (*arguments.defaults, *arguments.kw_defaults, node.returns) if value is not None]
+        parts += [arg.annotation for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                             arguments.vararg, arguments.kwarg) if arg is not None and arg.annotation]
+    return parts
 
 
 @dataclass
@@ -261,54 +286,67 @@ def _sibling_imports(nodes, contract):
     return names, modules, stars
 
 
-# Names that reach code by a name computed at run time: the builtins that do (a module bound to sys, importlib
-# or builtins, or a name imported from one, counts too: sys.modules, import_module).
-DYNAMIC = {"__import__", "eval", "exec", "compile", "globals", "vars", "locals", "__builtins__"}
-DYNAMIC_MODULES = {"sys", "importlib", "builtins"}
-NAMESPACES = {"vars"}  # with no argument, the caller's namespace; with one, the object's
-# The same reached as an attribute (print.__self__.eval, a function's __globals__, a frame's f_globals)
-DYNAMIC_ATTRIBUTES = {"__import__", "eval", "exec", "globals", "locals", "vars", "__builtins__", "__globals__",
-                      "f_globals", "f_locals", "__self__", "import_module"}
-# What of sys honest code reads (a masking constant, a print): every other use of sys counts (sys.modules).
-SYS_PLAIN = {"float_info", "maxsize", "int_info", "hash_info", "version_info", "version", "platform", "byteorder",
-             "stdout", "stderr", "getrecursionlimit", "setrecursionlimit", "float_repr_style"}
+# Code that reads by a name computed at run time: these builtins, and what a file imports from sys, importlib or
+# builtins that does (import_module, sys.modules, a frame's globals); globals(), vars() or locals() searched by a
+# key that is not a constant. Plain reads (sys.float_info, importlib.reload, print(locals())) are not.
+DYNAMIC = {"__import__", "eval", "exec", "__builtins__"}
+DYNAMIC_ATTRIBUTES = {"__import__", "import_module", "__globals__", "f_globals", "f_locals", "_getframe",
+                      "__self__"}  # print.__self__: the builtins module
+DYNAMIC_IMPORTS = {"importlib": {"import_module", "__import__"}, "sys": {"modules", "_getframe"},
+                   "builtins": None}  # None: anything of it
+NAMESPACES = {"globals", "vars", "locals"}
 
 
 def _dynamic_names(nodes):
-    """``DYNAMIC``, and the names the file binds to ``DYNAMIC_MODULES`` or to what it imports from them, as
-    ``{name: True where it is bound to sys}``."""
-    found = dict.fromkeys(DYNAMIC, False)
+    """``{name: kind}`` for the names that read by a computed name: ``DYNAMIC`` and what the file binds from
+    ``DYNAMIC_IMPORTS`` (kind "any"), and the names it binds to sys (kind "sys": only ``.modules`` counts)."""
+    found = dict.fromkeys(DYNAMIC, "any")
     for node in nodes:
         if isinstance(node, ast.Import):
-            found.update(((alias.asname or alias.name).split(".")[0], alias.name == "sys") for alias in node.names
-                         if alias.name.split(".")[0] in DYNAMIC_MODULES)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and \
-                (node.module or "").split(".")[0] in DYNAMIC_MODULES:
-            found.update((alias.asname or alias.name, False) for alias in node.names
-                         if not (node.module == "sys" and alias.name in SYS_PLAIN))
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                if top == "sys" or top == "builtins":
+                    found[(alias.asname or top)] = "sys" if top == "sys" else "any"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in DYNAMIC_IMPORTS:
+            names = DYNAMIC_IMPORTS[node.module]
+            found.update((alias.asname or alias.name, "any") for alias in node.names
+                         if names is None or alias.name in names)
     return found
+
+
+def _namespace_call(node):
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in NAMESPACES \
+        and not node.args and not node.keywords
 
 
 def _reads_by_computed_name(under, dynamic):
     """Whether a statement may reach code by a name built at run time (``eval``, ``sys.modules``,
-    ``globals()[name]``): then anything of any file is within its reach (fail closed). ``globals()`` read with a
-    constant key (``globals()["name"]``, ``globals().get("name")``) names what it reads, and ``sys.float_info``
-    what it says: not counted."""
-    plain = set()
+    ``importlib.import_module``, ``globals()[name]``, ``vars().update(...)``): then anything of any file is within
+    its reach (fail closed). ``globals()`` read with a constant key names what it reads: not counted."""
+    searched, keyed = set(), set()
+    called = {id(node.func) for node in under if isinstance(node, ast.Call)}
     for node in under:
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and _own_namespace(node.value):
-            plain.add(id(node.value.func))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
-                _own_namespace(node.func.value) and node.args and isinstance(node.args[0], ast.Constant):
-            plain.add(id(node.func.value.func))
-        elif isinstance(node, ast.Attribute) and node.attr in SYS_PLAIN and isinstance(node.value, ast.Name) and \
-                dynamic.get(node.value.id):
-            plain.add(id(node.value))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in NAMESPACES and \
-                node.args:
-            plain.add(id(node.func))  # vars(F): that object's namespace, not the file's
-    return any(isinstance(node, ast.Name) and node.id in dynamic and id(node) not in plain
-               or isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES for node in under)
+        if isinstance(node, ast.Name):
+            if dynamic.get(node.id) == "any" or node.id in NAMESPACES and id(node) not in called:
+                return True  # eval, or globals handed on (g = globals)
+        elif isinstance(node, ast.Attribute):
+            if node.attr in DYNAMIC_ATTRIBUTES or node.attr == "modules" and isinstance(node.value, ast.Name) \
+                    and dynamic.get(node.value.id) == "sys":
+                return True
+            if _namespace_call(node.value):
+                searched.add(id(node.value))
+        elif isinstance(node, ast.Subscript) and _namespace_call(node.value):
+            searched.add(id(node.value))
+            if isinstance(node.slice, ast.Constant):
+                keyed.add(id(node.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "get", "__getitem__") and _namespace_call(node.func.value) and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            keyed.add(id(node.func.value))
+    return bool(searched - keyed)
+
+
+NAMESPACE_DUNDERS = {"__dict__", "__getattribute__", "__getattr__"}  # other dunders (__name__, __file__) read no code
 
 
 def _chains(under):
@@ -334,8 +372,8 @@ def _sibling_refs(under, refers, attributes, imports, contract, bound, dynamic):
     names and attribute names it uses; ``bound``: every file's top-level names (for ``*``); ``dynamic``: the
     names that read by a computed name (:func:`_reads_by_computed_name`)."""
     names, modules, stars = imports
-    if (not refers.isdisjoint(dynamic) or not attributes.isdisjoint(DYNAMIC_ATTRIBUTES)) and \
-            _reads_by_computed_name(under, dynamic):
+    if (not refers.isdisjoint(dynamic) or not refers.isdisjoint(NAMESPACES)
+            or not attributes.isdisjoint(DYNAMIC_ATTRIBUTES | {"modules"})) and _reads_by_computed_name(under, dynamic):
         return {(None, None)}
     refs = {names[name] for name in refers if name in names}
     for star in stars:
@@ -353,11 +391,13 @@ def _sibling_refs(under, refers, attributes, imports, contract, bound, dynamic):
                 stem, rest = rest[0], rest[1:]
             elif rest[0] in contract.names:
                 stem = contract.names[rest[0]]
-        # A module's namespace read by a dunder (heads.__dict__["attend"]): anything of it
-        refs.add((stem, rest[0] if stem is not None and rest and not rest[0].startswith("__") else None))
+        # A module's namespace read through a dunder (heads.__dict__["attend"]): anything of it
+        refs.add((stem, rest[0] if stem is not None and rest and rest[0] not in NAMESPACE_DUNDERS else None))
+    reloaded = {id(arg) for node in under if isinstance(node, ast.Call) and _called(node.func) == "reload"
+                for arg in node.args}  # importlib.reload(heads): runs its top-level code again, reads nothing
     for node in under:  # a module itself used bare (passed on, getattr'd): anything of it
         if isinstance(node, ast.Name) and node.id in modules and id(node) not in roots:
-            refs.add((modules[node.id], None))
+            refs.add((modules[node.id], "__name__" if id(node) in reloaded else None))
     return refs
 
 
@@ -387,20 +427,26 @@ def _module_uses(parsed, module, contract, bound):
     imports = _sibling_imports(statements, contract)
     dynamic = _dynamic_names(statements)
     found_uses = _ModuleUses()
-    script_only = _script_blocks(parsed, nodes)
+    script_only = _script_blocks(parsed, nodes, dynamic)
+
+    def scan(key, under):
+        refers, attributes = set(), set()
+        found = _hits(under, aliases, direct, forbidden, own, refers, anywhere, attributes)
+        found |= _handed_on_lookups(under, refers, attributes, forbidden)
+        found_uses.add(key, found, refers, _sibling_refs(under, refers, attributes, imports, contract, bound, dynamic))
+
     for node, under in parsed.parts:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if node in script_only:  # never run when graded: only its else branch is module-level code
             under = [sub for branch in node.orelse for sub in source_tree.nodes_under(branch)]
-        refers, attributes = set(), set()
-        found = _hits(under, aliases, direct, forbidden, own, refers, anywhere, attributes)
-        found |= _handed_on_lookups(under, refers, attributes, forbidden)
-        siblings = _sibling_refs(under, refers, attributes, imports, contract, bound, dynamic)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):  # defined twice: both count
-            found_uses.add(node.name, found, refers, siblings)
+            scan(node.name, under)
+            early = _import_time(node)
+            if early:  # a decorator, a default, a class attribute: run on import, as module-level code is
+                scan(None, [sub for part in early for sub in source_tree.nodes_under(part)])
         else:
-            found_uses.add(None, found, refers, siblings)
+            scan(None, under)
     return found_uses
 
 

@@ -1,0 +1,83 @@
+"""Tripwires at PyTorch's dispatcher: a forbidden function that is also one of its operators
+(``torch.ops.aten.<name>``) is watched below every Python name it goes by.
+
+The session's tripwires replace a function where a module keeps it; the same kernel is also reachable through
+names no tripwire can replace (a class's attributes, ``torch._C._VariableFunctions``; the operator objects of
+``torch.ops.aten`` and ``torch._C._jit_get_operation``), looked up by a name the static scan cannot read. Every
+such call goes through the dispatcher, where a kernel registered for the operator runs whatever the caller's
+path. The kernel records the call, then answers as the library would: a composite operator by its own
+decomposition, any other one by its own kernel (autograd intact either way). Operators only (no cost to any
+other call).
+
+Submission code runs in this process and could remove the registration (as it could unwrap a tripwire): this
+raises the bar the tripwires raise, no higher. The static scan backs both up.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Iterable
+
+import torch
+from torch._C import DispatchKey
+
+# Where the kernel is registered. Every call passes BackendSelect, inference mode's too (it skips autograd only),
+# and meets the kernel there: a call to an operator with a kernel of its own goes on below it, after autograd
+# has run above. A composite operator runs its decomposition at autograd, before BackendSelect: watched there too.
+COMPOSITE_KEYS = ("AutogradCPU", "AutogradCUDA", "AutogradMeta", "BackendSelect")
+KERNEL_KEYS = ("BackendSelect",)
+BELOW = torch._C._dispatch_keyset_full_after(DispatchKey.BackendSelect)
+
+
+@functools.cache
+def operators(path: str) -> tuple:
+    """The overloads of the dispatcher operator named by ``path``'s last part (``()`` where it names none); looked
+    up once, by the zygote, for its workers."""
+    name = path.rsplit(".", 1)[-1]
+    try:
+        packet = getattr(torch.ops.aten, name)
+    except (AttributeError, RuntimeError):
+        return ()
+    return tuple(getattr(packet, overload) for overload in packet.overloads())
+
+
+def watch_operators(paths: Iterable[str], record: Callable[[str], None]) -> torch.library.Library | None:
+    """Register a recording kernel for each operator among ``paths`` (the contract's ``forbidden``); ``record``
+    is called with the path on every call. Returns the library holding the registrations (they last while it
+    lives: keep it), or None where no path names an operator."""
+    library = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel": the point here
+        for path in paths:
+            for op in operators(path):
+                composite = torch._C._dispatch_has_kernel_for_dispatch_key(
+                    op.name(), DispatchKey.CompositeImplicitAutograd)
+                kernel = _kernel(op, path, record, composite)
+                qualified = op.__name__.removesuffix(".default")  # "name" or "name.overload"
+                library = library or torch.library.Library("aten", "IMPL")
+                for key in COMPOSITE_KEYS if composite else KERNEL_KEYS:
+                    try:
+                        library.impl(qualified, kernel, key)
+                    except RuntimeError:
+                        continue  # a key this build does not dispatch on
+    return library
+
+
+def _kernel(op, path: str, record: Callable[[str], None], composite: bool) -> Callable:
+    if composite:
+        def watched(*args, **kwargs):
+            record(path)
+            return op.decompose(*args, **kwargs)  # the operator's own decomposition: autograd intact
+    else:
+        def watched(*args, **kwargs):
+            record(path)
+            keys = None
+            for value in (*args, *kwargs.values()):
+                if isinstance(value, torch.Tensor):
+                    found = torch._C._dispatch_keys(value)
+                    keys = found if keys is None else keys | found
+            if keys is None:
+                return op(*args, **kwargs)  # no tensor, no device: nothing to compute (never the case here)
+            return op.redispatch(keys & BELOW, *args, **kwargs)  # its own kernel for the tensors' device
+    return watched
