@@ -361,10 +361,11 @@ def test_the_copies_of_a_forbidden_function_that_torch_keeps_elsewhere_are_found
 
 OPERATOR_PATHS = """
 import sys, torch
-from autograder.worker.operator_watch import watch_operators
+from autograder.worker.operator_watch import record_into, watch_operators
 from lesson import CONTRACT
 hits = []
-library = watch_operators(CONTRACT.forbidden, hits.append)
+watch_operators(CONTRACT.forbidden)
+record_into(hits.append)
 torch.manual_seed(0)
 q = torch.randn(2, 2, 3, 4, requires_grad=True)
 kernel = "_scaled_dot_" + "product_attention_math"

@@ -16,6 +16,7 @@ raises the bar the tripwires raise, no higher. The static scan backs both up.
 from __future__ import annotations
 
 import functools
+import operator
 import warnings
 from collections.abc import Callable, Iterable
 
@@ -30,10 +31,8 @@ KERNEL_KEYS = ("BackendSelect",)
 BELOW = torch._C._dispatch_keyset_full_after(DispatchKey.BackendSelect)
 
 
-@functools.cache
 def operators(path: str) -> tuple:
-    """The overloads of the dispatcher operator named by ``path``'s last part (``()`` where it names none); looked
-    up once, by the zygote, for its workers."""
+    """The overloads of the dispatcher operator named by ``path``'s last part (``()`` where it names none)."""
     name = path.rsplit(".", 1)[-1]
     try:
         packet = getattr(torch.ops.aten, name)
@@ -42,10 +41,18 @@ def operators(path: str) -> tuple:
     return tuple(getattr(packet, overload) for overload in packet.overloads())
 
 
-def watch_operators(paths: Iterable[str], record: Callable[[str], None]) -> torch.library.Library | None:
-    """Register a recording kernel for each operator among ``paths`` (the contract's ``forbidden``); ``record``
-    is called with the path on every call. Returns the library holding the registrations (they last while it
-    lives: keep it), or None where no path names an operator."""
+# The registrations of this process (they last while their library lives) and the paths they watch. The zygote
+# registers once and its workers inherit the dispatcher's tables: a worker only says where its calls are recorded.
+_WATCHED: dict[tuple[str, ...], torch.library.Library | None] = {}
+_RECORD: list[Callable[[str], None] | None] = [None]
+
+
+def watch_operators(paths: Iterable[str]) -> None:
+    """Register a recording kernel for each operator among ``paths`` (the contract's ``forbidden``), once a
+    process: its calls are recorded where :func:`record_into` says."""
+    paths = tuple(paths)
+    if paths in _WATCHED:
+        return
     library = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel": the point here
@@ -53,7 +60,7 @@ def watch_operators(paths: Iterable[str], record: Callable[[str], None]) -> torc
             for op in operators(path):
                 composite = torch._C._dispatch_has_kernel_for_dispatch_key(
                     op.name(), DispatchKey.CompositeImplicitAutograd)
-                kernel = _kernel(op, path, record, composite)
+                kernel = _kernel(op, path, composite)
                 qualified = op.__name__.removesuffix(".default")  # "name" or "name.overload"
                 library = library or torch.library.Library("aten", "IMPL")
                 for key in COMPOSITE_KEYS if composite else KERNEL_KEYS:
@@ -61,23 +68,28 @@ def watch_operators(paths: Iterable[str], record: Callable[[str], None]) -> torc
                         library.impl(qualified, kernel, key)
                     except RuntimeError:
                         continue  # a key this build does not dispatch on
-    return library
+    _WATCHED[paths] = library
 
 
-def _kernel(op, path: str, record: Callable[[str], None], composite: bool) -> Callable:
+def record_into(record: Callable[[str], None] | None) -> None:
+    """Where the watched operators' calls are recorded from now on (the session's list); None: nowhere."""
+    _RECORD[0] = record
+
+
+def _kernel(op, path: str, composite: bool) -> Callable:
+    def note():
+        record = _RECORD[0]
+        if record is not None:
+            record(path)
+
     if composite:
         def watched(*args, **kwargs):
-            record(path)
+            note()
             return op.decompose(*args, **kwargs)  # the operator's own decomposition: autograd intact
     else:
         def watched(*args, **kwargs):
-            record(path)
-            keys = None
-            for value in (*args, *kwargs.values()):
-                if isinstance(value, torch.Tensor):
-                    found = torch._C._dispatch_keys(value)
-                    keys = found if keys is None else keys | found
-            if keys is None:
-                return op(*args, **kwargs)  # no tensor, no device: nothing to compute (never the case here)
-            return op.redispatch(keys & BELOW, *args, **kwargs)  # its own kernel for the tensors' device
+            note()
+            keys = [torch._C._dispatch_keys(value) for value in (*args, *kwargs.values())
+                    if isinstance(value, torch.Tensor)] or [torch._C.DispatchKeySet(DispatchKey.CPU)]
+            return op.redispatch(functools.reduce(operator.or_, keys) & BELOW, *args, **kwargs)  # the tensors' own
     return watched

@@ -30,7 +30,7 @@ import torch
 
 from .contract import Contract, copies, resolve_path
 from .cpu_rerun import rerun_on_cpu
-from .operator_watch import watch_operators
+from .operator_watch import record_into, watch_operators
 from .protocol import DTYPES, MAX_DEPTH, MAX_NODES, decode, encode
 
 MESSAGE_LIMIT = 400
@@ -548,7 +548,8 @@ def install_tripwires(session):
     """Record every call to the library code the assignment asks students to write themselves (the contract's
     ``forbidden`` paths: a function is wrapped where it lives, a class at construction and at ``forward``, and a
     function that is a dispatcher operator at the dispatcher, whatever name it is called by)."""
-    session.operator_watch = watch_operators(session.contract.forbidden, session.forbidden_hits.append)
+    watch_operators(session.contract.forbidden)  # done once by the zygote, whose workers inherit it
+    record_into(session.forbidden_hits.append)
 
     def wrap(owner, name, label):
         original = getattr(owner, name, None)

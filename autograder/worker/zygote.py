@@ -335,11 +335,11 @@ def main(argv):
     gc.disable()
     torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
     warm_up(torch)
-    from .operator_watch import operators  # torch's own import first (stand_ins.py)
+    from .operator_watch import watch_operators  # torch's own import first (stand_ins.py)
 
     for path in contract.forbidden:  # a submodule torch does not import itself: imported once, not in every worker
         copies(path)  # and the other places it is kept, read once (resolve_path's import included)
-        operators(path)  # and its dispatcher operators, looked up once (each worker registers its own watch)
+    watch_operators(contract.forbidden)  # registered once: each worker says where its calls are recorded
     gc.freeze()
     gc.enable()
     nested = can_isolate(pidns)
