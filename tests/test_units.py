@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -382,7 +383,26 @@ calls = {
         torch._C._VariableFunctions, "_scaled_dot_product_flash_attention_for_cpu")(
         q.detach(), q.detach(), q.detach())[0])(),
 }
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+
+def fake_mode():  # the fused CPU kernel under a fake-tensor mode (torch.export's): the fake device's kernel answers
+    real = q.detach()
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(real)
+        return torch.nn.functional.scaled_dot_product_attention(fake, fake, fake).shape == q.shape
+
+
+def nested():  # a nested tensor's attention goes by its own autograd key
+    rows = torch.nested.nested_tensor([q[0].detach(), q[1].detach()], layout=torch.strided)
+    return torch.ops.aten.scaled_dot_product_attention.default(rows, rows, rows).is_nested
+
+
 found = {}
+for label, call in {"a fake-tensor mode": fake_mode, "a nested tensor": nested}.items():
+    hits.clear()
+    answered = call()
+    found[label] = [sorted(set(hits)), answered, False]
 for label, call in calls.items():
     hits.clear()
     out = call()
@@ -406,7 +426,38 @@ def test_a_forbidden_operator_is_watched_at_the_dispatcher_whatever_its_name():
         "a class's attribute": [math, True, True], "torch.ops": [math, True, True],
         "an operator by name": [math, True, True], "inference mode": [math, True, False],
         "the fused CPU kernel": [fused, True, True], "the fused kernel, inference mode": [fused, True, False],
+        "a fake-tensor mode": [fused + ["torch.nn.functional.scaled_dot_product_attention"], True, False],
+        "a nested tensor": [math + ["torch.nn.functional.scaled_dot_product_attention"], True, False],
         "honest arithmetic": [[], True, False]}, ran.stderr
+
+
+COMPILED = """
+import json, math, torch
+from autograder.worker.operator_watch import keep_compiled_attention_unfused, record_into, watch_operators
+from lesson import CONTRACT
+hits = []
+watch_operators(CONTRACT.forbidden)
+record_into(hits.append)
+keep_compiled_attention_unfused()
+
+
+def attention(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+q = torch.randn(2, 4, 16, 8)
+out = torch.compile(attention)(q, q, q)
+print(json.dumps([hits, torch.allclose(out, attention(q, q, q), atol=1e-5)]))
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("c++") or shutil.which("g++")), reason="torch.compile needs a C++ compiler")
+def test_honest_attention_compiled_by_torch_compile_is_not_charged():
+    """torch.compile's pattern matcher would rewrite honest softmax(q k^T) v into the fused kernel the dispatcher
+    watch records: the worker turns those patterns off, and the compiled code computes the same values."""
+    ran = subprocess.run([sys.executable, "-c", COMPILED], capture_output=True, text=True, cwd=paths.REPO_ROOT,
+                         env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT / "tests")})
+    assert ran.stdout.strip().splitlines()[-1:] == ['[[], true]'], ran.stderr[-2000:]
 
 
 def test_getattr_tricks_are_caught():

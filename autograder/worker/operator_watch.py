@@ -16,7 +16,10 @@ raises the bar the tripwires raise, no higher. The static scan backs both up.
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.machinery
 import operator
+import sys
 import warnings
 from collections.abc import Callable, Iterable
 
@@ -26,7 +29,7 @@ from torch._C import DispatchKey
 # Where the kernel is registered. Every call passes BackendSelect, inference mode's too (it skips autograd only),
 # and meets the kernel there: a call to an operator with a kernel of its own goes on below it, after autograd
 # has run above. A composite operator runs its decomposition at autograd, before BackendSelect: watched there too.
-COMPOSITE_KEYS = ("AutogradCPU", "AutogradCUDA", "AutogradMeta", "BackendSelect")
+COMPOSITE_KEYS = ("AutogradCPU", "AutogradCUDA", "AutogradMeta", "AutogradNestedTensor", "BackendSelect")
 KERNEL_KEYS = ("BackendSelect",)
 BELOW = torch._C._dispatch_keyset_full_after(DispatchKey.BackendSelect)
 
@@ -89,7 +92,44 @@ def _kernel(op, path: str, composite: bool) -> Callable:
     else:
         def watched(*args, **kwargs):
             note()
+            # As the dispatcher itself computes it: the tensors' keys, with what this thread adds (a fake-tensor
+            # mode's) and less what it leaves out; then below BackendSelect, to the operator's own kernel.
             keys = [torch._C._dispatch_keys(value) for value in (*args, *kwargs.values())
                     if isinstance(value, torch.Tensor)] or [torch._C.DispatchKeySet(DispatchKey.CPU)]
-            return op.redispatch(functools.reduce(operator.or_, keys) & BELOW, *args, **kwargs)  # the tensors' own
+            keys = (functools.reduce(operator.or_, keys) | torch._C._dispatch_tls_local_include_set()) \
+                - torch._C._dispatch_tls_local_exclude_set()
+            return op.redispatch(keys & BELOW, *args, **kwargs)
     return watched
+
+
+COMPILER_CONFIG = "torch._inductor.config"
+
+
+class _CompilerConfig(importlib.abc.MetaPathFinder):
+    """Loads ``torch._inductor.config`` with its attention patterns off (:func:`keep_compiled_attention_unfused`)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != COMPILER_CONFIG:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                module.pattern_matcher = False
+
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+def keep_compiled_attention_unfused() -> None:
+    """``torch.compile`` rewrites honest attention (``softmax(q @ k^T) @ v``) into the fused kernel the watch
+    records, by its pattern matcher: a compiled submission would be charged for code it never wrote. Its patterns
+    are switched off (a compiler's optimisation, not a value: the compiled code computes what the eager code
+    does), now where the compiler's config is loaded, else when it loads."""
+    config = sys.modules.get(COMPILER_CONFIG)
+    if config is not None:
+        config.pattern_matcher = False
+    elif not any(isinstance(finder, _CompilerConfig) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _CompilerConfig())

@@ -30,7 +30,7 @@ import torch
 
 from .contract import Contract, copies, resolve_path
 from .cpu_rerun import rerun_on_cpu
-from .operator_watch import record_into, watch_operators
+from .operator_watch import keep_compiled_attention_unfused, record_into, watch_operators
 from .protocol import DTYPES, MAX_DEPTH, MAX_NODES, decode, encode
 
 MESSAGE_LIMIT = 400
@@ -550,6 +550,7 @@ def install_tripwires(session):
     function that is a dispatcher operator at the dispatcher, whatever name it is called by)."""
     watch_operators(session.contract.forbidden)  # done once by the zygote, whose workers inherit it
     record_into(session.forbidden_hits.append)
+    keep_compiled_attention_unfused()
 
     def wrap(owner, name, label):
         original = getattr(owner, name, None)
