@@ -104,14 +104,9 @@ class MultiHeadAttention(torch.nn.Module):
         "split_heads": {"torch._decomp.decompositions.scaled_dot_product_flash_attention_for_cpu"}}
 
 
-HELPERS = """
+ATTENTION_IMPORTING = """
 import torch
-
-def _unwrapped(*args):  # a copy of the function no tripwire wraps
-    return torch._C._nn.scaled_dot_product_attention(*args)
-
-def _attend(q, k, v):
-    return _unwrapped(q, k, v)
+{imports}
 
 def scaled_dot_product_attention(q, k, v, mask=None):
     weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
@@ -121,6 +116,13 @@ class MultiHeadAttention(torch.nn.Module):
     def forward(self, x):
         return {call}
 """
+
+HELPERS = ATTENTION_IMPORTING.replace("{imports}", """
+def _unwrapped(*args):  # a copy of the function no tripwire wraps
+    return torch._C._nn.scaled_dot_product_attention(*args)
+
+def _attend(q, k, v):
+    return _unwrapped(q, k, v)""")
 
 
 @pytest.mark.parametrize("call, charged", [
@@ -173,18 +175,6 @@ def _against_torch(x):  # the student's own check: named by nothing anywhere
     return torch.nn.functional.scaled_dot_product_attention(x, x, x)
 """
 
-ATTENTION_IMPORTING = """
-import torch
-{imports}
-
-def scaled_dot_product_attention(q, k, v, mask=None):
-    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
-    return weights @ v, weights
-
-class MultiHeadAttention(torch.nn.Module):
-    def forward(self, x):
-        return {call}
-"""
 
 
 KERNEL = {"torch._scaled_dot_product_attention_math"}
