@@ -63,8 +63,7 @@ def _called(func):
 
 def _own_namespace(node):
     """Whether ``node`` reads the module's own namespace: ``globals()``."""
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "globals" \
-        and not node.args and not node.keywords
+    return _namespace_call(node) and node.func.id == "globals"
 
 
 PASSABLE = {"getattr", "attrgetter", "itemgetter", "methodcaller"}  # look-ups that may be handed on as values
@@ -315,6 +314,7 @@ def _dynamic_names(nodes):
 
 
 def _namespace_call(node):
+    """Whether ``node`` is ``globals()``, ``vars()`` or ``locals()``: a namespace, searched by name."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in NAMESPACES \
         and not node.args and not node.keywords
 
