@@ -242,7 +242,7 @@ class _ModuleUses:
 def _sibling_imports(nodes, contract):
     """How the file binds its sibling files' names, from its imports wherever they stand (a nested import binds
     for the whole file: fail closed): ``{local name: (module, name)}`` (``from .heads import attend``),
-    ``{local name: module}`` (``from . import heads``; ``None``: the package itself, ``import mha_pe``) and the
+    ``{local name: module}`` (``from . import heads``; ``None``: the package itself, ``import <package>``) and the
     modules imported with ``*`` (``None``: every sibling)."""
     names, modules, stars = {}, {}, set()
     package = contract.package
@@ -262,7 +262,7 @@ def _sibling_imports(nodes, contract):
                 if parts[0] != package:
                     continue
                 if alias.asname is None:
-                    modules[package] = None  # binds the package; mha_pe.heads.attend is read through it
+                    modules[package] = None  # binds the package; <package>.heads.attend is read through it
                 elif len(parts) == 1:
                     modules[alias.asname] = None
                 else:
@@ -386,7 +386,7 @@ def _sibling_refs(under, refers, attributes, imports, contract, bound, dynamic):
         if chain[0] not in modules:
             continue
         stem, rest = modules[chain[0]], chain[1:]
-        if stem is None:  # the package: mha_pe.heads.attend, or a name it re-exports, mha_pe.attend
+        if stem is None:  # the package: <package>.heads.attend, or a name it re-exports, <package>.attend
             if rest[0] in contract.modules:
                 stem, rest = rest[0], rest[1:]
             elif rest[0] in contract.names:
@@ -510,7 +510,7 @@ def scan_submission(files: dict[str, bytes], contract: Contract,
                     parsed: dict[str, ParsedFile | None] | None = None) -> dict[str, set[str]]:
     """``files`` maps module name to its bytes; returns ``{name: set of APIs}``, as :func:`scan_module` charges
     each file, and with a helper one file imports from another charged to the names that reach it
-    (``from .heads import attend``, ``heads.attend``, ``mha_pe.heads.attend``). ``parsed``: the files' trees,
+    (``from .heads import attend``, ``heads.attend``, ``<package>.heads.attend``). ``parsed``: the files' trees,
     when the caller has them (:func:`.source_tree.parse_files`)."""
     trees = {}
     for module, data in files.items():
