@@ -177,6 +177,38 @@ def test_the_pass_rate_chart_draws_each_bar_in_its_parts_colour(tmp_path):
     assert empty.size == layout([], "", *fonts()).size
 
 
+
+def test_a_chart_is_written_as_a_png_of_exactly_its_pixels_and_never_half_written(tmp_path, monkeypatch):
+    """The charts' own PNG writer (unfiltered rows: Pillow's filter search was most of a run's wait for its charts)
+    gives a file that Pillow reads back as the very pixels drawn, with PNG's checksums right; a picture that is
+    not RGB is refused in words; and a write that fails leaves no file where the chart belongs."""
+    import io
+
+    import pytest
+    from PIL import Image, ImageDraw
+
+    from autograder.reports import png
+
+    image = Image.new("RGB", (37, 23), "white")
+    ImageDraw.Draw(image).text((2, 2), "0.5", fill=(200, 30, 90))
+    image.putpixel((36, 22), (1, 2, 3))
+    data = png.save_png(image, tmp_path / "chart.png").read_bytes()
+    back = Image.open(io.BytesIO(data))
+    back.load()  # checks each chunk's CRC and the zlib stream
+    assert (back.mode, back.size, back.tobytes()) == ("RGB", image.size, image.tobytes())
+    assert data.startswith(png.SIGNATURE) and data.endswith(png._chunk(b"IEND", b""))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["chart.png"]
+    with pytest.raises(ValueError, match="RGB"):
+        png.png_bytes(image.convert("L"))
+
+    def refused(source, target):
+        raise OSError("the disk is full")
+
+    monkeypatch.setattr(png.os, "replace", refused)
+    with pytest.raises(OSError):
+        png.save_png(image, tmp_path / "other.png")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["chart.png"]
+
 def test_the_pass_rate_chart_needs_no_matplotlib(tmp_path):
     """Drawn at the end of every run, it costs tens of milliseconds: Pillow and the font, not matplotlib."""
     import json

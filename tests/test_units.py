@@ -960,6 +960,73 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     assert seen["found"] == ["sympy", "torch._dynamo", *stand_ins]  # found as the real ones, none swapped in
 
 
+_DEFERRED = r"""
+import json, sys
+from worker import main, stand_ins
+keep = tuple(sys.argv[2:])
+if sys.argv[1] == "plain":
+    import torch
+else:
+    torch, _ = main.prepare_torch(1, keep)
+    main.warm_up(torch)
+    from worker.operator_watch import watch_operators
+    watch_operators(("torch.nn.functional.scaled_dot_product_attention",))
+seen = {"deferred": [name for name in stand_ins.DEFERRED if isinstance(sys.modules.get(name), stand_ins.StandIn)]}
+seen["operators"] = sorted(torch._C._dispatch_get_all_op_names())
+seen["bound"] = all(getattr(sys.modules[name.rpartition(".")[0]], name.rpartition(".")[2]) is sys.modules[name]
+                    for name in stand_ins.DEFERRED)
+import torch.utils.data
+from torch.utils.data import TensorDataset
+held = torch.distributions  # held before the swap, as torch's own modules hold it
+weight = torch.ones(2, requires_grad=True)
+(weight * 3).sum().backward()
+torch.optim.SGD([weight], lr=0.5).step()
+from torch.distributions.normal import Normal  # a submodule asked for first
+loader = torch.utils.data.DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2)
+seen["used"] = [weight.tolist(), [batch[0].tolist() for batch in loader], "Normal" in dir(held),
+                held.Normal is Normal is torch.distributions.Normal, float(Normal(0.0, 1.0).log_prob(torch.tensor(0.0)))]
+seen["after"] = [name for name in stand_ins.DEFERRED if isinstance(sys.modules.get(name), stand_ins.StandIn)]
+print(json.dumps(seen))
+"""
+
+
+def _run_deferred(*args):
+    import subprocess
+    import sys
+
+    from autograder.sandbox.isolation import WORKER_DIR
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(WORKER_DIR.parent), "HOME": "/nonexistent"}
+    return subprocess.Popen([sys.executable, "-B", "-c", _DEFERRED, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+
+
+def test_a_worker_defers_the_packages_of_torch_it_does_not_use_and_a_submission_that_uses_them_gets_them():
+    """The zygote's torch import leaves the packages of ``stand_ins.DEFERRED`` (data loading, optimizers,
+    distributions, export, ...) to stand-ins through its warm-up and the dispatcher watch, with the same operators
+    registered save export's own; a submission that imports or uses any of them gets the real one, whichever way
+    it reaches it, and a stand-in held from before answers as the real package. A package holding a forbidden
+    path is imported as torch imports it (its tripwire goes on the module every holder sees)."""
+    from autograder.worker.stand_ins import DEFERRED
+
+    runs = {"deferred": _run_deferred("deferred"), "plain": _run_deferred("plain"),
+            "kept": _run_deferred("deferred", "torch.optim.SGD", "torch.nn.MultiheadAttention")}
+    seen = {}
+    for how, run in runs.items():
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err[-800:]
+        seen[how] = json.loads(out.strip().splitlines()[-1])
+    assert seen["deferred"]["deferred"] == list(DEFERRED) and seen["deferred"]["bound"] is True
+    assert seen["plain"]["deferred"] == [] and seen["plain"]["bound"] is True
+    assert seen["kept"]["deferred"] == [name for name in DEFERRED if name != "torch.optim"]
+    plain, deferred = set(seen["plain"]["operators"]), set(seen["deferred"]["operators"])
+    assert deferred <= plain and all(name.startswith("export::") for name in plain - deferred)
+    assert seen["deferred"]["used"] == seen["plain"]["used"]
+    assert seen["deferred"]["used"][:4] == [[-0.5, -0.5], [[0.0, 1.0], [2.0, 3.0]], True, True]
+    used = {"torch.utils.data", "torch.optim", "torch.distributions"}
+    assert seen["plain"]["after"] == [] and not used & set(seen["deferred"]["after"])  # real once used
+
+
 _REGISTERED_AT = """
 import inspect, json, sys
 from autograder.worker.stand_ins import source_lines_unread

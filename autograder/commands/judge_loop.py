@@ -229,8 +229,10 @@ class WarmJudge:
             self.factory.start()
             if self.meanwhile is not None:
                 self.meanwhile()
+            deferred = stand_ins.defer()  # as in the zygote: the packages of torch no judge uses at once
             with stand_ins.source_lines_unread():  # as in the zygote: 40 ms of the import
                 import torch
+            stand_ins.bind(deferred)
 
             from ..judge.grade import Judge  # imports pytest and the hidden tests; only judges need them
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .png import save_png
+
 if TYPE_CHECKING:
     from PIL.ImageFont import FreeTypeFont
 
@@ -152,5 +154,4 @@ def pass_rate_chart(rates: list[tuple[str, str, float]], path: str | Path, note:
     draw.line((chart.left, top, chart.left, bottom), fill="black")
     draw.line((chart.left, bottom, chart.left + BAR_WIDTH + PERCENT_WIDTH // 2, bottom), fill="black")
     draw.text((chart.left + BAR_WIDTH // 2, bottom + 8 + square), AXIS_TEXT, font=text, fill="black", anchor="ma")
-    image.save(path, format="PNG", compress_level=3)  # zlib level 3: most of level 6's size in less time
-    return path
+    return save_png(image, path)

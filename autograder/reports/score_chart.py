@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from .png import save_png
 from .rate_chart import MARGIN, fonts
 
 BAR = "#3b6ea8"
@@ -77,5 +78,4 @@ def score_histogram(scores: list[float], max_score: float, path: str | Path) -> 
     ImageDraw.Draw(label).text((2, 2), COUNT_TEXT, font=text, fill="black")
     label = label.rotate(90, expand=True)
     image.paste(label, (MARGIN - 4, (top + bottom - label.size[1]) // 2))
-    image.save(path, format="PNG", compress_level=3)
-    return path
+    return save_png(image, path)

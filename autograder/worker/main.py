@@ -47,13 +47,16 @@ def warm_up(torch):
         namespace["warm_up"](torch, on_fake_device)
 
 
-def prepare_torch(threads):
-    """Import torch configured for grading; return ``(torch, cuda available)``."""
+def prepare_torch(threads, keep=()):
+    """Import torch configured for grading; return ``(torch, cuda available)``. ``keep``: paths (the contract's
+    forbidden ones) whose packages torch's import must load as it does (:func:`.stand_ins.defer`)."""
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # asking must not initialise CUDA (forks follow)
     from . import stand_ins
 
+    deferred = stand_ins.defer(keep=keep)
     with stand_ins.source_lines_unread():
         import torch
+    stand_ins.bind(deferred)
 
     # Before any Python kernel runs: their first calls would import the compiler and symbolic shapes.
     stand_ins.install(torch)
@@ -90,12 +93,12 @@ def serve(root, in_fd, out_fd, contract):
 
 def main(argv):
     in_fd, out_fd, root = int(argv[1]), int(argv[2]), argv[3]
-    torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
-
-    from . import protocol
     from .contract import Contract
 
     contract = Contract.from_env(os.environ)
+    torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")), contract.forbidden)
+
+    from . import protocol
 
     limits = json.loads(os.environ.get("GRADER_LIMITS") or "{}")
     if limits:

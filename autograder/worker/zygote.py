@@ -333,7 +333,7 @@ def main(argv):
     # a worker's collections never walk it either (a full one would write to every object's header, copying each
     # page, tens of ms a worker).
     gc.disable()
-    torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")))
+    torch, cuda = prepare_torch(int(os.environ.get("GRADER_THREADS", "1")), contract.forbidden)
     warm_up(torch)
     from .operator_watch import watch_operators  # torch's own import first (stand_ins.py)
 

@@ -1,0 +1,52 @@
+"""An RGB picture written as a PNG file without per-row filters: the charts' last step, after the last student.
+
+Pillow's PNG encoder tries every filter on every row of a true-colour picture and keeps the best. For the pass-rate
+chart (about 950 by 3300 pixels, mostly white) that search took 50 ms of the 70 ms a run waited for its charts after
+its last student, and saved 3% of the file (December 2026, Pillow 13). Unfiltered rows compressed by zlib give the
+same pixels in 19 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+SIGNATURE = b"\x89PNG\r\n\x1a\n"
+LEVEL = 3  # zlib's: most of level 6's size in half its time
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_bytes(image: "Image") -> bytes:
+    """``image`` (RGB) as the bytes of a PNG file: 8 bits a channel, no interlacing, each row unfiltered."""
+    if image.mode != "RGB":
+        raise ValueError(f"an RGB picture is needed, not {image.mode}")
+    width, height = image.size
+    pixels, stride = memoryview(image.tobytes()), width * 3
+    packer = zlib.compressobj(LEVEL)
+    body = [packer.compress(b"\0" + pixels[row:row + stride]) for row in range(0, height * stride, stride)]
+    body.append(packer.flush())
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # depth 8, true colour, deflate, filters, no interlace
+    return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", b"".join(body)) + _chunk(b"IEND", b"")
+
+
+def save_png(image: "Image", path: str | Path) -> Path:
+    """Write ``image`` to ``path`` as :func:`png_bytes`, through a file beside it renamed into place (a reader never
+    sees half a picture); return the path."""
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        partial.write_bytes(png_bytes(image))
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return path
