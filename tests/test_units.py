@@ -1028,25 +1028,40 @@ def test_a_worker_defers_the_packages_of_torch_it_does_not_use_and_a_submission_
 
 
 _REGISTERED_AT = """
-import inspect, json, sys
-from autograder.worker.stand_ins import source_lines_unread
-original = inspect.getframeinfo
-if sys.argv[1] == "unread":
-    with source_lines_unread():
+import contextlib, inspect, json, sys
+from autograder.worker.stand_ins import inspect_shortcuts
+original = inspect.getframeinfo, inspect.getmodule
+modules = []  # what torch's import was told of each frame it asked getmodule about: (file, line, module)
+
+
+def recorded(answer):
+    def getmodule(thing, _filename=None):
+        module = answer(thing, _filename)
+        if inspect.isframe(thing) and sys._getframe(1).f_code.co_filename != inspect.__file__:  # torch's asking
+            modules.append((thing.f_code.co_filename, thing.f_lineno, getattr(module, "__name__", None)))
+        return module
+    return getmodule
+
+
+with inspect_shortcuts() if sys.argv[1] == "shortcuts" else contextlib.nullcontext():
+    if sys.argv[1] == "shortcuts":
         assert inspect.getframeinfo(sys._getframe()).code_context is None  # no line read
-        import torch
-else:
+    answer = inspect.getmodule
+    inspect.getmodule = recorded(answer)
     import torch
+    inspect.getmodule = answer
 from torch._library.simple_registry import singleton
-print(json.dumps({"restored": inspect.getframeinfo is original, "places": {
+print(json.dumps({"restored": (inspect.getframeinfo, inspect.getmodule) == original, "modules": modules, "places": {
     name: entry.fake_impl.kernel.source for name, entry in singleton._data.items() if entry.fake_impl.kernel}}))
 """
 
 
-def test_torch_names_the_same_places_when_its_import_reads_no_source_line():
+def test_torch_is_told_the_same_places_and_modules_when_its_import_takes_inspects_shortcuts():
     """The zygote's and the judge's torch import skip the source lines ``inspect.getframeinfo`` reads for torch's
-    record of where each Python kernel was registered: torch records the same file and line for every one (it
-    keeps no more), and ``inspect`` is itself again once the import is done."""
+    record of where each Python kernel was registered, and find a frame's module from its globals rather than by
+    mapping every loaded module's file: torch records the same file and line for every kernel (it keeps no more),
+    is told the same module for every frame it asks about, and ``inspect`` is itself again once the import is
+    done."""
     import subprocess
     import sys
 
@@ -1055,16 +1070,19 @@ def test_torch_names_the_same_places_when_its_import_reads_no_source_line():
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(WORKER_DIR.parent), "HOME": "/nonexistent"}
     runs = {how: subprocess.Popen([sys.executable, "-B", "-c", _REGISTERED_AT, how], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
-            for how in ("unread", "read")}
+            for how in ("shortcuts", "plain")}
     seen = {}
     for how, run in runs.items():
         out, err = run.communicate(timeout=300)
         assert run.returncode == 0, err[-800:]
         seen[how] = json.loads(out.strip().splitlines()[-1])
-    assert seen["unread"]["restored"] and seen["read"]["restored"]
-    places = seen["read"]["places"]
+    assert seen["shortcuts"]["restored"] and seen["plain"]["restored"]
+    places = seen["plain"]["places"]
     assert len(places) > 50 and all(":" in place and place.split(":")[-1].isdigit() for place in places.values())
-    assert seen["unread"]["places"] == places
+    assert seen["shortcuts"]["places"] == places
+    modules = seen["plain"]["modules"]
+    assert len(modules) > 50 and all(module and module.startswith("torch") for _, _, module in modules)
+    assert seen["shortcuts"]["modules"] == modules
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # guard_size_oblivious's own, at each call (values compared)

@@ -54,7 +54,7 @@ def prepare_torch(threads, keep=()):
     from . import stand_ins
 
     deferred = stand_ins.defer(keep=keep)
-    with stand_ins.source_lines_unread():
+    with stand_ins.inspect_shortcuts():
         import torch
     stand_ins.bind(deferred)
 

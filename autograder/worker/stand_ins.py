@@ -17,7 +17,7 @@ torch's Python code imports costly modules lazily, at its first call, for work n
 Anything else asked of any of them (``torch.compile``, a symbolic value, a class, a submodule) first swaps in the
 real module, once, and is answered by it: a submission that compiles works as it would anywhere. Trusted code,
 imported by the worker before any student code runs; it changes no value any call returns. And one shortcut for
-torch's own import (:func:`source_lines_unread`), in the zygote's and the judge's.
+torch's own import (:func:`inspect_shortcuts`), in the zygote's and the judge's.
 """
 
 import contextlib
@@ -307,22 +307,36 @@ def install(torch) -> None:
 
 
 @contextlib.contextmanager
-def source_lines_unread():
-    """While torch is imported: ``inspect.getframeinfo`` as asked with ``context=0`` (the file name and line it
-    gives are the same; the lines around them are not read).
+def inspect_shortcuts():
+    """While torch is imported, the two questions torch asks ``inspect`` about the frame that registers each of its
+    Python kernels, answered without the work whose result torch drops or can have at once (the originals are back
+    when the import ends):
 
-    torch names the place each of its Python kernels is registered (``torch._library.utils.get_source``) with
-    ``inspect.getframeinfo``, which for its default context of one line reads and searches the whole source file,
-    and lists every loaded module's file first, for a line that torch then drops: about 40 ms of the import (115
-    registrations, torch 2.13, December 2026), in the zygote's start-up and in the judge's. Only the import is
-    changed: the original is back when it ends."""
-    original = inspect.getframeinfo
+    * ``inspect.getframeinfo`` as asked with ``context=0``: the same file name and line, without reading and
+      searching the whole source file (and listing every loaded module's file first) for a line that torch drops
+      (``torch._library.utils.get_source``): about 40 ms of the import (115 registrations, torch 2.13, December
+      2026).
+    * ``inspect.getmodule`` of a frame (the module whose fake kernels torch then checks against its stubs): the
+      module its globals name, when that module's file is the frame's own, which is the module ``getmodule`` finds
+      by mapping the file of every loaded module, again at each of the 115 registrations: about 25 ms. Any other
+      question goes to the original.
+
+    In the zygote's start-up and in the judge's."""
+    frame_info, module_of = inspect.getframeinfo, inspect.getmodule
 
     def without_lines(frame, context=1):
-        return original(frame, 0)
+        return frame_info(frame, 0)
 
-    inspect.getframeinfo = without_lines
+    def by_globals(thing, _filename=None):
+        if inspect.isframe(thing) and _filename is None:
+            name = thing.f_globals.get("__name__")
+            module = sys.modules.get(name) if isinstance(name, str) else None
+            if module is not None and getattr(module, "__file__", None) == thing.f_code.co_filename:
+                return module
+        return module_of(thing, _filename)
+
+    inspect.getframeinfo, inspect.getmodule = without_lines, by_globals
     try:
         yield
     finally:
-        inspect.getframeinfo = original
+        inspect.getframeinfo, inspect.getmodule = frame_info, module_of
