@@ -3,7 +3,7 @@
 Pillow's PNG encoder tries every filter on every row of a true-colour picture and keeps the best. For the pass-rate
 chart (about 950 by 3300 pixels, mostly white) that search took 50 ms of the 70 ms a run waited for its charts after
 its last student, and saved 3% of the file (December 2026, Pillow 13). Unfiltered rows compressed by zlib give the
-same pixels in 19 ms.
+same pixels in about 24 ms.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def png_bytes(image: "Image") -> bytes:
     packer = zlib.compressobj(LEVEL)
     body = [packer.compress(b"\0" + pixels[row:row + stride]) for row in range(0, height * stride, stride)]
     body.append(packer.flush())
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # depth 8, true colour, deflate, filters, no interlace
+    # 8 bits a channel, true colour, deflate, PNG's one filter method, no interlacing
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", b"".join(body)) + _chunk(b"IEND", b"")
 
 

@@ -237,7 +237,7 @@ class ShapesStandIn(StandIn):
 
 
 # Packages torch's own import loads, and nothing a worker runs before a submission asks for them needs: together
-# about 70 ms of the zygote's start of 0.85 s (torch 2.13, 2 cores, December 2026). They register no operator a
+# about 56 ms of the zygote's start of 0.85 s (torch 2.13, 2 cores, December 2026). They register no operator a
 # worker meets (only torch.export's own ``export::`` one), and hold none of the lesson's forbidden functions.
 DEFERRED = ("torch.export", "torch.utils.data", "torch.distributions", "torch.optim", "torch.profiler",
             "torch.quantization")
