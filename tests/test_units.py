@@ -971,10 +971,19 @@ else:
     main.warm_up(torch)
     from worker.operator_watch import watch_operators
     watch_operators(("torch.nn.functional.scaled_dot_product_attention",))
-seen = {"deferred": [name for name in stand_ins.DEFERRED if isinstance(sys.modules.get(name), stand_ins.StandIn)]}
+def deferred():  # the packages still stood in for: a stand-in as their parent's attribute (read, not asked)
+    return [name for name in stand_ins.DEFERRED
+            if isinstance(vars(sys.modules[name.rpartition(".")[0]]).get(name.rpartition(".")[2]), stand_ins.StandIn)]
+seen = {"deferred": deferred()}
 seen["operators"] = sorted(torch._C._dispatch_get_all_op_names())
-seen["bound"] = all(getattr(sys.modules[name.rpartition(".")[0]], name.rpartition(".")[2]) is sys.modules[name]
-                    for name in stand_ins.DEFERRED)
+seen["bound"] = all(name.rpartition(".")[2] in vars(sys.modules[name.rpartition(".")[0]]) for name in stand_ins.DEFERRED)
+seen["out of the import system"] = not [name for name in stand_ins.DEFERRED if name in sys.modules and name in seen["deferred"]]
+from concurrent.futures import ThreadPoolExecutor
+import importlib.util
+with ThreadPoolExecutor(4) as pool:  # four threads meet the package first, at once
+    threads = sorted(pool.map(lambda _: type(torch.optim.Adam(torch.nn.Linear(2, 2).parameters())).__name__, range(4)))
+found = importlib.util.find_spec("torch.utils.data.dataloader") is not None  # found, then imported
+from torch.utils.data.dataloader import DataLoader as found_loader
 import torch.utils.data
 from torch.utils.data import TensorDataset
 held = torch.distributions  # held before the swap, as torch's own modules hold it
@@ -985,7 +994,9 @@ from torch.distributions.normal import Normal  # a submodule asked for first
 loader = torch.utils.data.DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2)
 seen["used"] = [weight.tolist(), [batch[0].tolist() for batch in loader], "Normal" in dir(held),
                 held.Normal is Normal is torch.distributions.Normal, float(Normal(0.0, 1.0).log_prob(torch.tensor(0.0)))]
-seen["after"] = [name for name in stand_ins.DEFERRED if isinstance(sys.modules.get(name), stand_ins.StandIn)]
+seen["after"] = deferred()
+seen["same"] = [sys.modules["torch.utils.data"] is torch.utils.data, held.__file__ == sys.modules["torch.distributions"].__file__,
+                threads == ["Adam"] * 4, found and found_loader is torch.utils.data.DataLoader]
 print(json.dumps(seen))
 """
 
@@ -1004,9 +1015,11 @@ def _run_deferred(*args):
 def test_a_worker_defers_the_packages_of_torch_it_does_not_use_and_a_submission_that_uses_them_gets_them():
     """The zygote's torch import leaves the packages of ``stand_ins.DEFERRED`` (data loading, optimizers,
     distributions, export, ...) to stand-ins through its warm-up and the dispatcher watch, with the same operators
-    registered save export's own; a submission that imports or uses any of them gets the real one, whichever way
-    it reaches it, and a stand-in held from before answers as the real package. A package holding a forbidden
-    path is imported as torch imports it (its tripwire goes on the module every holder sees)."""
+    registered save export's own; each is then its parent's attribute only, out of the import system. A
+    submission that imports or uses any of them gets the real one, whichever way it reaches it (the same module
+    object as ``sys.modules`` holds), and a stand-in held from before answers as the real package, dunder names
+    too. A package holding a forbidden path is imported as torch imports it (its tripwire goes on the module every
+    holder sees)."""
     from autograder.worker.stand_ins import DEFERRED
 
     runs = {"deferred": _run_deferred("deferred"), "plain": _run_deferred("plain"),
@@ -1017,6 +1030,7 @@ def test_a_worker_defers_the_packages_of_torch_it_does_not_use_and_a_submission_
         assert run.returncode == 0, err[-800:]
         seen[how] = json.loads(out.strip().splitlines()[-1])
     assert seen["deferred"]["deferred"] == list(DEFERRED) and seen["deferred"]["bound"] is True
+    assert seen["deferred"]["out of the import system"] is True
     assert seen["plain"]["deferred"] == [] and seen["plain"]["bound"] is True
     assert seen["kept"]["deferred"] == [name for name in DEFERRED if name != "torch.optim"]
     plain, deferred = set(seen["plain"]["operators"]), set(seen["deferred"]["operators"])
@@ -1025,6 +1039,7 @@ def test_a_worker_defers_the_packages_of_torch_it_does_not_use_and_a_submission_
     assert seen["deferred"]["used"][:4] == [[-0.5, -0.5], [[0.0, 1.0], [2.0, 3.0]], True, True]
     used = {"torch.utils.data", "torch.optim", "torch.distributions"}
     assert seen["plain"]["after"] == [] and not used & set(seen["deferred"]["after"])  # real once used
+    assert seen["deferred"]["same"] == seen["plain"]["same"] == [True] * 4
 
 
 _REGISTERED_AT = """

@@ -244,9 +244,30 @@ DEFERRED = ("torch.export", "torch.utils.data", "torch.distributions", "torch.op
 
 
 class Deferred(StandIn):
-    """A package of :data:`DEFERRED`, in ``sys.modules`` before torch is imported, so that torch's own import
-    takes it for the package; the real one is imported at the first use of any of its names or submodules
-    (:class:`StandIn`)."""
+    """A package of :data:`DEFERRED`, in ``sys.modules`` while torch is imported, so that torch's own import takes
+    it for the package. Then (:func:`bind`) it is only its parent's attribute (``torch.optim``): every import of the
+    package or of a submodule is the import system's own, as without it (the same module objects, specs and
+    names), and makes the real package the parent's attribute; the first use of any of its names, dunder ones too,
+    imports it and is answered by it."""
+
+    # The real module's, read through the instance (the class's own docstring would answer first).
+    __doc__ = property(lambda self: self.real().__doc__)
+
+    def real(self):
+        if sys.modules.get(self.NAME) is self:  # torch's import still running: swapped in as any stand-in's
+            return super().real()
+        module = importlib.import_module(self.NAME)  # no window without the attribute: threads may ask at once
+        parent, _, child = self.NAME.rpartition(".")
+        holder = sys.modules.get(parent)
+        if holder is not None and vars(holder).get(child) is self:
+            setattr(holder, child, module)
+        self.__dict__.update(module.__dict__)  # for whoever holds this stand-in, as any stand-in does
+        return module
+
+    def __getattr__(self, name):
+        if name.startswith("__") and sys.modules.get(self.NAME) is self:  # the import system's, while torch's runs
+            raise AttributeError(name)
+        return getattr(self.real(), name)
 
     def __dir__(self):
         return dir(self.real())
@@ -285,13 +306,22 @@ def defer(names=DEFERRED, keep=()) -> list[StandIn]:
 
 
 def bind(placed) -> None:
-    """Once torch is imported: each stand-in still in place is its parent's attribute too, as an imported
-    submodule is (torch's own ``from torch import optim`` binds some; ``torch.utils.data`` only this)."""
+    """Once torch is imported: each stand-in still in place becomes its parent's attribute only, as an imported
+    submodule is (torch's own ``from torch import optim`` binds some; ``torch.utils.data`` only this), and leaves
+    ``sys.modules`` and the import system (see :class:`Deferred`); what it still says of itself (its spec, path,
+    loader) is asked of the real package."""
     for stand_in in placed:
+        if sys.modules.get(stand_in.NAME) is not stand_in:  # swapped in by torch's import already
+            continue
         parent, _, child = stand_in.NAME.rpartition(".")
         module = sys.modules.get(parent)
-        if sys.modules.get(stand_in.NAME) is stand_in and module is not None and child not in vars(module):
+        if module is not None and child not in vars(module):
             setattr(module, child, stand_in)
+        del sys.modules[stand_in.NAME]
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(stand_in._finder)
+        for name in ("__spec__", "__path__", "__package__", "__loader__", "_finder"):
+            stand_in.__dict__.pop(name, None)
 
 
 def install(torch) -> None:
