@@ -250,9 +250,6 @@ class Deferred(StandIn):
     names), and makes the real package the parent's attribute; the first use of any of its names, dunder ones too,
     imports it and is answered by it."""
 
-    # The real module's, read through the instance (the class's own docstring would answer first).
-    __doc__ = property(lambda self: self.real().__doc__)
-
     def real(self):
         if sys.modules.get(self.NAME) is self:  # torch's import still running: swapped in as any stand-in's
             return super().real()
@@ -297,7 +294,9 @@ def defer(names=DEFERRED, keep=()) -> list[StandIn]:
         spec = _spec_unimported(name)
         if spec is None or not spec.submodule_search_locations:
             continue
-        stand_in = type("Deferred", (Deferred,), {"NAME": name})(spec.submodule_search_locations[0])
+        # Its docstring the real package's, read through the instance (a class's own would answer first).
+        kind = type("Deferred", (Deferred,), {"NAME": name, "__doc__": property(lambda self: self.real().__doc__)})
+        stand_in = kind(spec.submodule_search_locations[0])
         stand_in.__spec__ = spec
         sys.modules[name] = stand_in
         sys.meta_path.insert(0, stand_in._finder)
