@@ -204,7 +204,7 @@ def test_a_chart_is_written_as_a_png_of_exactly_its_pixels_and_never_half_writte
     def refused(source, target):
         raise OSError("the disk is full")
 
-    monkeypatch.setattr(png.os, "replace", refused)
+    monkeypatch.setattr(os, "replace", refused)
     with pytest.raises(OSError):
         png.save_png(image, tmp_path / "other.png")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["chart.png"]

@@ -307,13 +307,13 @@ class SubmissionResult:
         )
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a part; with the mode an
-    ordinary file would get (created 0666, the kernel applies the umask: ``umask 027`` lets a teaching team's
-    group read the outputs)."""
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
+    """Write ``text`` (UTF-8; or bytes as they are) to ``path`` so that readers see the old file or the new one,
+    never a part; with the mode an ordinary file would get (created 0666, the kernel applies the umask: ``umask
+    027`` lets a teaching team's group read the outputs)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8")
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     while True:
         tmp = path.parent / f".tmp-{secrets.token_hex(8)}{path.suffix}"
         try:  # O_EXCL and O_NOFOLLOW: a file of its own, never one or a link already there

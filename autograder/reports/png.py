@@ -8,11 +8,12 @@ same pixels in about 24 ms.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..records.results import write_atomic
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -40,14 +41,7 @@ def png_bytes(image: "Image") -> bytes:
 
 
 def save_png(image: "Image", path: str | Path) -> Path:
-    """Write ``image`` to ``path`` as :func:`png_bytes`, through a file beside it renamed into place (a reader never
-    sees half a picture); return the path."""
-    path = Path(path)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
-    try:
-        partial.write_bytes(png_bytes(image))
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``image`` to ``path`` as :func:`png_bytes`, atomically (a reader never sees half a picture); return the
+    path."""
+    write_atomic(path, png_bytes(image))
+    return Path(path)
