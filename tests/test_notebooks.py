@@ -108,6 +108,26 @@ HANGS = ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nsignal.s
 # that keeps the grading notes out of it.
 SCRIPT = ("<script>alert('stored in formgrader')</script> Permuting the input permutes the output.\n"
           "BEGIN MARK SCHEME\nend of my answer END MARK SCHEME")
+# Answers the judge's request for names with two it never asked for, to shadow the builtins its checks call: wrong
+# answers that a check reading abs() and isinstance() from the reply would pass.
+SHADOWS_BUILTINS = """import sys
+import torch
+raw_share = 0.5
+waves = torch.zeros(1001, 64)
+largest_wave_value = 0.0
+def _zero(*args):
+    return 0
+def _true(*args):
+    return True
+_runner = sys.modules["worker.notebook"].NotebookRunner
+_names = _runner.names
+def _forged(self, wanted):
+    values = _names(self, wanted)
+    values["abs"] = self._describe(_zero)
+    values["isinstance"] = self._describe(_true)
+    return values
+_runner.names = _forged
+"""
 LONG_ID = "étudiant-" + "é" * 110  # past the 100-character bound of a file name made from an id
 SECRETS = ("head_dim(512", "head_dim(768", "head_dim(12, 4)", "HIDDEN TESTS", "== 64")
 
@@ -143,7 +163,7 @@ class Graded(NamedTuple):
 
 
 HOSTILE = ("eq-always-true", "neutralise-assert", "leak-hook", "invalid-json", "worker-exits", "cell-hangs",
-           "extra-grade-cell", "huge", "sparse", "too-many-cells", "script", LONG_ID)
+           "extra-grade-cell", "huge", "sparse", "too-many-cells", "script", "shadows-builtins", LONG_ID)
 
 
 @pytest.fixture(scope="module")
@@ -174,6 +194,7 @@ def graded(tmp_path_factory, loopback_listener):
                       ] * 1000
     (class_dir / "too-many-cells" / NOTEBOOK).write_text(json.dumps(many))
     hostile_notebook(class_dir / "script" / NOTEBOOK, SOLVED_CODE["apply_code"], markdown=SCRIPT)
+    hostile_notebook(class_dir / "shadows-builtins" / NOTEBOOK, SOLVED_CODE["apply_code"], SHADOWS_BUILTINS)
     student_notebook(class_dir / LONG_ID / NOTEBOOK)
     out = root / "out"
     scratch = root / "tmp"  # the run's own temporary folder (judges inherit TMPDIR): never the shared /tmp
@@ -326,12 +347,14 @@ def student_visible_text(graded, student):
     ("huge", "not used"),
     ("sparse", "not used"),
     ("too-many-cells", "more than 400 cells"),
+    ("shadows-builtins", "raw_share"),
 ])
 def test_a_hostile_notebook_forges_no_point(graded, student, reason):
     result = graded.results[student]
     score, top = notebook_points(result)
     # What their honest answers are worth: the understand answer is right in both, and the hook's head_dim too.
-    expected = {"leak-hook": AUTO, "neutralise-assert": CELLS.checks["understand_test"]}.get(student, 0)
+    expected = {"leak-hook": AUTO, "neutralise-assert": CELLS.checks["understand_test"],
+                "shadows-builtins": CELLS.checks["apply_test"]}.get(student, 0)
     assert (score, top) == (expected, AUTO)
     assert result.max_score == TOTAL and result.score == CODE_MAX + expected, "the code keeps its points, nothing more"
     if reason:
@@ -661,3 +684,16 @@ def test_a_failed_write_caught_inside_one_transaction_commits_nothing(tmp_path):
             gradebook.add_student("third")
     with Gradebook(url) as gradebook:
         assert [student.id for student in gradebook.students] == ["third"]
+
+
+def test_a_checks_namespace_takes_only_the_names_it_declared():
+    """Builtins, dunders and names nobody asked for in a worker's reply never reach a check's namespace."""
+    from autograder.notebook.checks import free_names
+    from autograder.notebook.verdicts import check_namespace
+    from autograder.notebook.checks import load_checks
+    check = load_checks(LESSON.source_notebook(), RELEASED).checks["apply_test"]
+    reply = {"head_dim": 3, "abs": 0, "isinstance": 1, "__builtins__": {}, "__name__": "x", "other": 2}
+    namespace = check_namespace(None, check, reply)
+    assert set(namespace) == {"__builtins__", "__name__", "head_dim"}
+    assert namespace["__name__"] == "check" and namespace["head_dim"] == 3
+    assert free_names("import math\nx = 1\nfor i in range(3):\n    assert abs(y + x + i + __name__) < math.pi\n") == ["y"]

@@ -98,10 +98,19 @@ def load_checks(source, release):
 
 
 def free_names(source):
-    """Names a check reads that it does not import, minus Python's builtins (the judge's own, always)."""
+    """Names a check reads from the notebook: read, never bound by the check itself (an assignment, a loop, an
+    import), and never a builtin or a dunder name, which stay the judge's own whatever a worker answers."""
     tree = ast.parse(source)
-    imported = set()
+    bound = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    return sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} - imported - set(dir(builtins)))
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return sorted(name for name in read - bound - set(dir(builtins)) if not is_dunder(name))
+
+
+def is_dunder(name):
+    """``__name__``-shaped: Python's own names, never one a notebook answers for."""
+    return name.startswith("__") and name.endswith("__")

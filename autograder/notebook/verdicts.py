@@ -48,12 +48,20 @@ def run_checks(runner, assignment):
             verdicts[grade_id] = (False, one_line(runner.stopped or failure.summary))
             continue
         runner.touched.clear()
-        namespace = {"__builtins__": builtins, "__name__": "check"}
-        for name, value in fetched.items():
-            if isinstance(name, str):
-                namespace[name] = _namespace_value(runner, name, copy.deepcopy(value) if is_plain(value) else value)
-        verdicts[grade_id] = _judge(check, namespace, runner)
+        verdicts[grade_id] = _judge(check, check_namespace(runner, check, fetched), runner)
     return verdicts
+
+
+def check_namespace(runner, check, fetched):
+    """The namespace ``check`` runs in: the judge's builtins, and of the worker's reply only the names the check
+    declared (``check.names``: never a builtin or dunder name), so a reply that answers for names nobody asked
+    (``abs``, ``isinstance``, ``__builtins__``) shadows nothing."""
+    namespace = {"__builtins__": builtins, "__name__": "check"}
+    for name in check.names:
+        if name in fetched and name not in namespace:
+            value = fetched[name]
+            namespace[name] = _namespace_value(runner, name, copy.deepcopy(value) if is_plain(value) else value)
+    return namespace
 
 
 def _judge(check, namespace, runner):
