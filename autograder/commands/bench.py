@@ -156,6 +156,38 @@ def fixed_cost_line(size: int, rates: dict[int, tuple[float, float]]) -> str:
             f"would show {ideal:.2f}x at --jobs 2 for {size} submissions")
 
 
+UID_GOAL = 2.0  # confined workers (--sandbox uid) per student, against bubblewrap's in the same run
+UID_CLASS = 8  # students in the class both modes grade: a few rounds of forked workers, start-up included
+
+
+def uid_against_bwrap(class_size: int, emit: Callable[[str], None], assignment: Assignment, unit: float,
+                      rounds: int = 2) -> dict[str, float]:
+    """Code grading per student at ``--jobs 1`` with confined workers (``--sandbox uid``) beside bubblewrap's, on
+    one small class, alternated for ``rounds`` (each keeps its best), as ratios to ``unit``. Only where both modes
+    work (uid needs root and a runtime every user can read); else one line says why not."""
+    from ..errors import KitError
+    from ..sandbox.isolation import choose_sandbox
+
+    try:
+        choose_sandbox("bwrap")
+        choose_sandbox("uid")
+    except KitError as error:
+        emit(f"confined (uid) mode beside bubblewrap: not measured here ({error})")
+        return {}
+    size, best = max(min(class_size, UID_CLASS), 2), {}
+    with tempfile.TemporaryDirectory(prefix="grader-bench-uid-") as tmp:
+        synthetic_class(tmp, size, assignment)
+        for _ in range(max(rounds, 1)):
+            for mode in ("bwrap", "uid"):
+                best[mode] = min(best.get(mode, math.inf), grading_rate(tmp, 1, assignment, mode)[0])
+    ratio = best["uid"] / best["bwrap"]
+    emit(f"confined (uid) mode, --jobs 1: {best['uid']:.3f} s per student end to end = {best['uid'] / unit:.3f} "
+         f"torch imports; bubblewrap {best['bwrap']:.3f} s = {best['bwrap'] / unit:.3f} ({size} submissions, best "
+         f"of {max(rounds, 1)} each): uid costs {ratio:.2f}x bubblewrap (goal <= {UID_GOAL:g}: "
+         f"{'met' if ratio <= UID_GOAL else 'MISSED'})")
+    return {"uid_ratio": best["uid"] / unit, "uid_over_bwrap": ratio}
+
+
 def class_with_notebooks(class_size: int, emit: Callable[[str], None], assignment: Assignment, unit: float,
                          code_ratio: float | None = None, sandbox: str = "auto") -> dict[str, float]:
     """A whole class with notebooks graded end to end at ``--jobs 1`` (code, notebook, nbgrader's database,
@@ -201,6 +233,7 @@ def run_bench(assignment: Assignment, repeats: int = 5, emit: Callable[[str], No
     if class_size:
         throughput, unit = grading_throughput(class_size, emit, assignment, unit, rounds=min(repeats, 3))
         results.update(throughput)
+        results.update(uid_against_bwrap(class_size, emit, assignment, unit))
     if notebooks and assignment.notebook:
         results.update(class_with_notebooks(notebooks, emit, assignment, unit, results.get("grading_ratio_jobs1")))
     return results

@@ -55,6 +55,8 @@ class CappedOutput(threading.Thread):
             time.sleep(0.0005)
 
     def text(self):
+        # "replace": a byte that is not UTF-8 (a cut character too) becomes U+FFFD, never a surrogate, so the prints
+        # enter the judge as valid text (worker/text.py) without another pass.
         text = self.kept.decode("utf-8", "replace")
         return text + (f"\n[... {self.dropped} more bytes of output not kept]" if self.dropped else "")
 

@@ -23,15 +23,18 @@ class HeadStart:
         self.sandbox, self.zygote, self.lend = sandbox, zygote, lend
 
     @classmethod
-    def start(cls, mode: str, limits: Limits | None, fork: bool, assignment, lend: int = 0) -> "HeadStart":
+    def start(cls, mode: str, limits: Limits | None, fork: bool, assignment, lend: int = 0,
+              notebook: bool = False) -> "HeadStart":
         """Start the zygote where the run could fork its workers from one (bwrap, ``fork``); an empty head start
-        elsewhere, or where it cannot start (the run then starts its own, as it would have)."""
+        elsewhere, or where it cannot start (the run then starts its own, as it would have). ``notebook``: the run
+        grades notebooks (the zygote then loads what they need before its first fork, as the run's own would)."""
         sandbox = bwrap_candidate(mode, limits, fork=fork) if fork else None
         if sandbox is None:
             return cls()
         try:
             # Its working folder outside the sandbox only: nothing is written there.
-            return cls(sandbox, Zygote(sandbox, tempfile.gettempdir(), worker_env(assignment), lend=lend), lend)
+            return cls(sandbox, Zygote(sandbox, tempfile.gettempdir(), worker_env(assignment, notebook), lend=lend),
+                       lend)
         except OSError:
             return cls()
 

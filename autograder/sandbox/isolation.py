@@ -10,16 +10,16 @@ before it imports any student code.
 
 Where bubblewrap is refused (a container without user namespaces, such as
 Gradescope's or a CI runner's), ``uid`` needs no namespaces: the worker,
-started as root with a scrubbed environment and a private copy of its files,
-confines itself (:mod:`worker.confine`: Landlock, a user of its own, a
-system-call filter) before any student code runs, and when it ends every
-process of its user is killed.
+forked as root by a zygote without namespaces (or started alone, ``--no-fork``)
+with a scrubbed environment and a private copy of its files, confines itself
+(:mod:`worker.confine`: Landlock, a user of its own, a system-call filter)
+before any student code runs, and when it ends every process of its user is
+killed (:mod:`.confined`).
 """
 
 import functools
 import importlib.metadata
 import inspect
-import itertools
 import json
 import os
 import shutil
@@ -40,9 +40,6 @@ Mode = Literal["bwrap", "uid", "none"]  # what a resolved sandbox is
 Requested = Literal["auto", "bwrap", "uid", "isolated", "none"]  # what --sandbox may ask for
 MODES: tuple[Requested, ...] = get_args(Requested)
 ISOLATED: tuple[Mode, ...] = ("bwrap", "uid")
-# Users for confined workers: one per worker, far above any real account's.
-_UID_BASE = 0x60000000
-_uids = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -73,7 +70,7 @@ class Sandbox:
     note: str = ""
     limits: Limits = field(default_factory=Limits)
     threads: int = 1
-    fork: bool = True  # fork workers from a warm zygote when the kernel allows it (bwrap only)
+    fork: bool = True  # fork workers from a warm zygote (bwrap: when the kernel allows nested namespaces; uid)
     landlock: int = 0  # uid mode: the kernel's Landlock ABI (0: none; the kit's folders are then locked instead)
 
     @property
@@ -256,59 +253,16 @@ def _unsandboxed(sandbox, command, scratch_dir, extra_env=None):
     return command, env, str(scratch_dir)
 
 
-def next_uid():
-    """A user id for one confined worker: its own, so that nothing of another worker is its to signal or read."""
-    return _UID_BASE + (os.getpid() % 4096) * 4096 + next(_uids) % 4096
-
-
-def _read_only_roots(code_dir, submission_dir):
-    roots = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc", "/sys", "/dev/null",
-             "/dev/zero", "/dev/urandom", "/dev/random", str(code_dir), str(submission_dir)]
-    roots += [str(path) for path in _runtime_paths()] + [str(device) for device in sorted(Path("/dev").glob("nvidia*"))]
-    return roots
-
-
-def _confined(sandbox, command, scratch_dir, submission_dir, extra_env=None):
-    """``(argv, env, cwd)`` for ``--sandbox uid``: the worker's code copied into the scratch folder, a home of
-    its own user's, and the plan it confines itself by (read: the runtime, its code and the submission; write:
-    its home)."""
-    code = Path(scratch_dir) / "grader"
-    if not (code / "worker").is_dir():
-        shutil.copytree(WORKER_DIR, code / "worker", ignore=shutil.ignore_patterns("__pycache__"))
-    # Passable, not listable: the worker reaches its own folders by name and sees nothing beside them. (Its
-    # parents must be passable too: the judge's scratch root is made so by the worker factory.)
-    os.chmod(scratch_dir, 0o711)
-    uid = next_uid()
-    home = Path(scratch_dir) / f"home-{uid}"
-    home.mkdir(mode=0o700)
-    os.chown(home, uid, uid)
-    for path in [Path(submission_dir), *Path(submission_dir).iterdir()]:  # this worker's user alone reads them
-        os.chown(path, uid, uid)
-        os.chmod(path, 0o500 if path.is_dir() else 0o400)
-    read = _read_only_roots(code, submission_dir)
-    # Landlock allows whole folders: the worker allows what lies beside the kit's install, never a parent of it.
-    plan = {"uid": uid, "gid": uid, "read": read, "hide": [str(path) for path in _hidden_under(read)],
-            "write": [str(home)]}
-    env = dict(worker_environment(sandbox), **(extra_env or {}), PYTHONPATH=str(code), HOME=str(home),
-               MPLCONFIGDIR=str(home),
-               TMPDIR=str(home), GRADER_CONFINE=json.dumps(plan))
-    return command, env, str(home)
-
-
-def confined_uid(env):
-    """The user a worker started with ``env`` confines itself to, or None."""
-    plan = (env or {}).get("GRADER_CONFINE")
-    return json.loads(plan)["uid"] if plan else None
-
-
 def worker_command(sandbox, submission_dir, in_fd, out_fd, scratch_dir, info_fd=None, extra_env=None):
     """``(argv, env, cwd)`` that start one worker over ``submission_dir`` talking on ``in_fd``/``out_fd``;
     ``extra_env`` (the contract, the lesson's warm-up) joins the worker's scrubbed environment."""
     python = [sys.executable, "-B", "-m", "worker.main", str(in_fd), str(out_fd)]
     if sandbox.mode == "none":
         return _unsandboxed(sandbox, python + [str(submission_dir)], scratch_dir, extra_env)
-    if sandbox.mode == "uid":
-        return _confined(sandbox, python + [str(submission_dir)], scratch_dir, submission_dir, extra_env)
+    if sandbox.mode == "uid":  # a private copy of the submission, for this worker's own user alone
+        from . import confined
+
+        return confined.worker(sandbox, python, scratch_dir, submission_dir, extra_env)
     return (_bwrap(sandbox, [(submission_dir, "/submission")], python + ["/submission"], info_fd=info_fd,
                    extra_env=extra_env), {}, str(scratch_dir))
 
@@ -317,6 +271,10 @@ def zygote_command(sandbox, control_fds, scratch_dir, info_fd=None, extra_env=No
     """``(argv, env, cwd)`` that start a zygote (no submission visible to it) serving the sockets ``control_fds``
     (one per judge)."""
     python = [sys.executable, "-B", "-m", "worker.zygote", *map(str, control_fds)]
+    if sandbox.mode == "uid":  # root without namespaces: it locks itself, and each worker it forks confines itself
+        from . import confined
+
+        return confined.zygote(sandbox, python, scratch_dir, extra_env)
     return _bwrap(sandbox, [], python, info_fd=info_fd, extra_env=extra_env), {}, str(scratch_dir)
 
 
@@ -464,7 +422,7 @@ def choose_sandbox(mode="auto", limits=None, threads=1, fork=True, unisolated_ok
     if reason is None:
         how = f"Landlock ABI {abi}" if abi else "no Landlock: the kit's instructor-only folders are locked instead"
         return Sandbox("uid", f"bubblewrap refused; workers confined by a user of their own, a system-call filter "
-                              f"and {how}", limits, threads, False, abi)
+                              f"and {how}", limits, threads, fork, abi)
     reasons.append(f"uid: {reason}")
     if mode == "auto" and unisolated_ok:
         return Sandbox("none", f"SANDBOX OFF: {'; '.join(reasons)}; student code ran without isolation", limits,

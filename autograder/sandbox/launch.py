@@ -2,7 +2,8 @@
 
 :class:`WorkerFactory` picks the fast path when it can: a :class:`Zygote`
 (torch imported and warmed up once) forks each worker into namespaces of its
-own. Where the kernel does not allow that, or without bwrap, every worker is a
+own (bwrap), or confined to a user of its own (``--sandbox uid``, no namespaces).
+Where the kernel does not allow that, or with ``--no-fork``, every worker is a
 :class:`WorkerProcess` in a sandbox of its own, started ahead of time so its
 start-up overlaps the previous student's tests.
 """
@@ -17,30 +18,38 @@ from ..intake.submission import stage
 from ..worker import protocol
 from ..worker.contract import ENV as CONTRACT_ENV
 from ..worker.main import WARM_UP_ENV
+from ..worker.preload import PRELOAD_ENV
 from .worker_process import WorkerProcess
 from .zygote_client import SharedZygote, Zygote
 
 
-def worker_env(assignment):
-    """What every worker of ``assignment`` is told: its contract, and the lesson's warm-up for the zygote."""
+def worker_env(assignment, notebook=False):
+    """What every worker of ``assignment`` is told: its contract, the lesson's warm-up for the zygote, and whether
+    the run grades notebooks (``notebook``: then every worker starts with what a notebook needs loaded)."""
     env = {CONTRACT_ENV: assignment.contract.to_env()}
     if assignment.warm_up is not None:
         env[WARM_UP_ENV] = assignment.warm_up.read_text(encoding="utf-8")
+    if notebook:
+        env[PRELOAD_ENV] = "1"
     return env
 
 
 class WorkerFactory:
     """Starts the workers of one judge process for one assignment; owns its zygote (if any)."""
 
-    def __init__(self, sandbox, scratch_root, assignment, lend=0, zygote=None):
+    def __init__(self, sandbox, scratch_root, assignment, lend=0, zygote=None, notebook=False):
         """``lend``: start the zygote with control sockets for that many judges forked from this one;
         ``zygote``: one to use instead of starting one (a :class:`SharedZygote`, or a :class:`Zygote` started
-        ahead, :mod:`.head_start`), owned by this factory from now."""
+        ahead, :mod:`.head_start`), owned by this factory from now; ``notebook``: the run grades notebooks (its
+        configuration's word, never whether a student handed one in), so every worker it starts, forked or not,
+        starts with what a notebook needs loaded (:func:`~..worker.preload.preload_notebook`), and none otherwise."""
         self.sandbox, self.scratch_root, self.lend = sandbox, Path(scratch_root), lend
         self.contract = assignment.contract
-        self.env = worker_env(assignment)
+        self.notebook = notebook
+        self.env = worker_env(assignment, notebook)
         self.zygote, self.note = zygote, ""
-        self.use_zygote = sandbox.mode == "bwrap" and sandbox.fork
+        # bwrap: forks in namespaces of their own, where the kernel allows nesting; uid: confined forks
+        self.use_zygote = sandbox.mode in ("bwrap", "uid") and sandbox.fork
         self.shares = cpu_share.open_shares()  # None where cgroups v2 offer no CPU controller here
         self.core = None  # the judge's own core, when it has one (core_pairing): its workers join it there
         self.spare = frozenset()  # cores no judge holds, where its workers are ended (core_pairing.spare_cores)
@@ -70,9 +79,13 @@ class WorkerFactory:
         except protocol.ProtocolError as error:
             self.note = f"no warm zygote ({error}); one sandbox per worker"
         if not self.zygote.usable:
-            self.note = self.note or "no nested namespaces in this sandbox; one sandbox per worker"
+            self.note = self.note or ("a forked worker could not confine itself; one process per worker"
+                                      if self.sandbox.mode == "uid" else
+                                      "no nested namespaces in this sandbox; one sandbox per worker")
             self.zygote.close()
             self.zygote, self.use_zygote = None, False
+        elif self.notebook:  # a zygote started without the run's word (ahead of it): told before its first fork
+            self.zygote.preload()
         return self.zygote
 
     def share(self, index):
@@ -102,16 +115,9 @@ class WorkerFactory:
         return worker
 
     def notebook_launcher(self, files, scratch):
-        """Like :meth:`launcher`, for a notebook's worker: the zygote imports IPython and matplotlib first (once)."""
-        launch = self.launcher(files, scratch)
-
-        def start():
-            zygote = self._live_zygote()
-            if zygote is not None:
-                zygote.preload()
-            return launch()
-
-        return start
+        """Like :meth:`launcher`, for a notebook's worker: it starts as every worker of the run does (what a
+        notebook needs was loaded before the first, where the run grades notebooks: ``notebook``)."""
+        return self.launcher(files, scratch)
 
     def _spawn(self, files):
         zygote = self._live_zygote()

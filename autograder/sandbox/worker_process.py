@@ -6,16 +6,16 @@ import contextlib
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import time
 
-from . import clocks
+from . import clocks, confined
 from . import isolation as sandboxes
 from . import strays
 from ..worker import protocol
-from .channel import CappedOutput, Channel, describe_exit, owner_of, widen
+from ..worker.confine import _remove_owned, end_user, processes_of  # noqa: F401 - the zygote's too
+from .channel import CappedOutput, Channel, describe_exit, widen
 
 
 class Sandboxed:
@@ -33,7 +33,10 @@ class Sandboxed:
         if sandbox.mode == "bwrap":
             self.info, info_w = os.pipe()
         argv, env, cwd = command(info_w)
-        self.uid = sandboxes.confined_uid(env)  # --sandbox uid: every process of this user is the worker's
+        # --sandbox uid: every process of this user is the worker's; its folder goes with it
+        self.uid, self.folder = confined.confined_user(env)
+        # A uid zygote is no sandbox's child: the process started is the first (and its end the end of it all)
+        self.own_first = sandbox.mode == "uid" and self.uid is None
         self.unisolated = sandbox.mode == "none"  # what it leaves behind comes to this process (strays)
         try:
             if self.unisolated:
@@ -53,6 +56,9 @@ class Sandboxed:
 
     def watch(self, timeout=2.0):
         """Take a pidfd of the sandbox's first process (call while it is known to be alive)."""
+        if self.own_first and self.pidfd is None:
+            with contextlib.suppress(OSError):
+                self.pidfd, self.first_pid = os.pidfd_open(self.process.pid), self.process.pid
         if self.info is None or self.pidfd is not None:
             return
         data, deadline = b"", time.monotonic() + timeout
@@ -83,7 +89,7 @@ class Sandboxed:
             os.close(self.pidfd)
             self.pidfd = None
         if self.uid is not None:
-            end_user(self.uid)
+            end_user(self.uid, folder=self.folder)
         if self.unisolated:
             strays.ended(self.process.pid)
             strays.end_strays()
@@ -93,58 +99,6 @@ class Sandboxed:
         if self.info is not None:
             os.close(self.info)
             self.info = None
-
-
-def end_user(uid, rounds=50):
-    """Kill every process of ``uid`` (a confined worker's own user) and wait until none is left.
-
-    Without a PID namespace this is how "ended" is made true: a child that becomes ``uid`` and signals -1 reaches
-    every process of that user and nothing else (the kernel's rule for kill(-1) by an unprivileged process);
-    repeated until the kernel finds none to signal (ESRCH), so a process forked meanwhile is caught too.
-    """
-    for _ in range(rounds):
-        child = os.fork()
-        if child == 0:
-            code = 1
-            try:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
-                    code = 0  # nothing of this user left
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(child, 0)
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-            _remove_owned(uid)
-            return True
-        time.sleep(0.01)
-    return False
-
-
-SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
-
-
-def _remove_owned(uid):
-    """Remove what ``uid`` left in the world-writable folders (possible only without Landlock), so nothing of it
-    reaches the next student. Its user could create entries only at their top level, or inside its own."""
-    for folder in SHARED_FOLDERS:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                pass
 
 
 class WorkerProcess(Channel):
@@ -188,7 +142,7 @@ class WorkerProcess(Channel):
         links = clocks.parents()
         pids = clocks.tree(root, links)
         if self.sandboxed.uid is not None:  # a confined worker's processes may leave the tree; never its user
-            pids += [pid for pid in links if pid not in pids and owner_of(pid) == self.sandboxed.uid]
+            pids += processes_of(self.sandboxed.uid, [pid for pid in links if pid not in pids])
         return pids
 
     def exit_detail(self):

@@ -16,7 +16,8 @@ from . import isolation as sandboxes
 from ..worker import protocol
 from ..worker.zygote import JUDGES_ENV
 from .channel import CappedOutput, Channel, describe_exit, widen
-from .worker_process import Sandboxed
+from .confined import next_uid
+from .worker_process import Sandboxed, end_user, processes_of
 
 
 KILLS = "kills"  # Zygote.settle: up to the last kill sent
@@ -30,10 +31,11 @@ class ForkedWorker(Channel):
     to a host pid through ``NSpid`` below the zygote sandbox's first process (the zygote's PID namespace is the
     second inside ours: bwrap's, then its own)."""
 
-    def __init__(self, zygote, ident, to_worker, from_worker, output, inner=None):
+    def __init__(self, zygote, ident, to_worker, from_worker, output, inner=None, uid=None):
         super().__init__(to_worker, from_worker, output)
         self.zygote, self.ident, self.hello = zygote, ident, zygote.hello
         self.inner, self.root = inner, None
+        self.uid = uid  # --sandbox uid: its own user (no namespace: the zygote's pid for it is a host pid)
         self.spawned = inner is not None  # the zygote's reply to the spawn request has been read
         self.started = False  # ready() has confirmed it may run student code
         self.spawn_error = None  # why the zygote could not fork it, if it could not
@@ -49,7 +51,9 @@ class ForkedWorker(Channel):
     def _root(self):
         if not self.spawned:
             self.zygote.settle(self)
-        if self.root is None and isinstance(self.inner, int) and self.zygote.sandboxed.first_pid is not None:
+        if self.root is None and isinstance(self.inner, int) and self.uid is not None:
+            self.root = self.inner
+        elif self.root is None and isinstance(self.inner, int) and self.zygote.sandboxed.first_pid is not None:
             self.root = clocks.host_pid(self.zygote.sandboxed.first_pid, self.inner, ZYGOTE_DEPTH)
         return self.root
 
@@ -58,7 +62,13 @@ class ForkedWorker(Channel):
 
     def _pids(self):
         root = self._root()
-        return clocks.tree(root) if root is not None else []
+        if root is None:
+            return []
+        links = clocks.parents()
+        pids = clocks.tree(root, links)
+        if self.uid is not None:  # a confined worker's processes may leave the tree; never its user
+            pids += processes_of(self.uid, [pid for pid in links if pid not in pids])
+        return pids
 
     def ready(self, deadline):
         """The zygote's hello, once this worker is forked and every worker stopped before it is confirmed gone
@@ -121,6 +131,7 @@ class Zygote:
         self.hello = None
         self.count = 0
         self.preloaded = False
+        self.users = {}  # --sandbox uid: ident -> the user of each worker whose end the zygote has not confirmed
         # Workers whose spawn request is sent and whose reply is not read yet, oldest first: the zygote answers
         # in order, so the judge goes on while it forks and reads the reply before its next request's.
         self.unsettled = collections.deque()
@@ -161,10 +172,11 @@ class Zygote:
         from_worker, from_worker_w = os.pipe()
         widen(from_worker)
         output_r, output_w = os.pipe()
+        request = {"op": "spawn", "id": ident, "limits": asdict(limits)}
+        if self.sandbox.mode == "uid":  # the judge names each worker's user: it ends that user's processes itself
+            request["uid"] = self.users[ident] = next_uid()  # if the zygote cannot
         try:
-            socket.send_fds(self.control, [json.dumps({"op": "spawn", "id": ident,
-                                                       "limits": asdict(limits)}).encode()],
-                            [to_worker_r, from_worker_w, output_w])
+            socket.send_fds(self.control, [json.dumps(request).encode()], [to_worker_r, from_worker_w, output_w])
         except OSError:
             for fd in (to_worker, from_worker, output_r):
                 os.close(fd)
@@ -174,7 +186,7 @@ class Zygote:
                 os.close(fd)
         output = CappedOutput(os.fdopen(output_r, "rb"), limits.output_bytes)
         names = sorted(files)
-        worker = ForkedWorker(self, ident, to_worker, from_worker, output)
+        worker = ForkedWorker(self, ident, to_worker, from_worker, output, uid=request.get("uid"))
         self.unsettled.append(worker)
         try:  # the worker reads its files before any student code runs; a deadline all the same
             protocol.send(to_worker, {"files": names}, [files[name] for name in names], time.monotonic() + 30)
@@ -205,6 +217,8 @@ class Zygote:
                     return
             elif reply.get("status") is None:
                 self.retired = True
+            else:
+                self.users.pop(waiting, None)  # ended: nothing of its user is left
 
     def kill_later(self, ident):
         """Ask the zygote to kill worker ``ident`` without waiting for its answer (see :meth:`settle`)."""
@@ -216,7 +230,10 @@ class Zygote:
         self.unsettled.append(ident)
 
     def preload(self):
-        """Have the zygote import what notebooks need, once, before it forks notebook workers."""
+        """Have the zygote import what notebooks need, once, before it forks any worker of a run that grades
+        notebooks (a zygote started to do so at its start already has: its hello says so)."""
+        if not self.preloaded and (self.hello or {}).get("notebooks"):
+            self.preloaded = True
         if not self.preloaded:
             self.preloaded = True
             self.settle()
@@ -230,9 +247,12 @@ class Zygote:
         self.settle()
         try:
             self.control.send(json.dumps(message).encode())
-            return self._receive(10).get("status")
+            status = self._receive(10).get("status")
         except (OSError, protocol.ProtocolError):
             return None
+        if status is not None:
+            self.users.pop(message["id"], None)
+        return status
 
     def status(self, ident):
         return self._ask({"op": "status", "id": ident, "wait": 2.0})
@@ -240,11 +260,19 @@ class Zygote:
     def kill(self, ident):
         return self._ask({"op": "kill", "id": ident, "wait": 5.0})
 
+    def _end_users(self):
+        """--sandbox uid: end the users of the workers whose end the zygote did not confirm (it is gone, or it
+        was not asked): without a PID namespace, nothing else would end what they started."""
+        for uid in self.users.values():
+            end_user(uid)
+        self.users.clear()
+
     def close(self):
         self.control.close()
         for lent in self.lent:
             lent.close()
         self.sandboxed.end()
+        self._end_users()
         self.log.join(timeout=5)
 
 
@@ -277,7 +305,9 @@ class SharedZygote(Zygote):
         self.sandbox, self.control, self.lent = sandbox, control, []
         self.sandboxed, self.process, self.log = _Lent(first_pid), _Watched(pidfd), None
         self.hello, self.count, self.preloaded, self.retired = None, 0, False, False
-        self.unsettled = collections.deque()
+        self.unsettled, self.users = collections.deque(), {}
 
     def close(self):
         self.control.close()  # the zygote ends what this judge left behind; the sandbox is not ours to end
+        if not self.alive:  # unless it is gone: then this judge ends its workers' users itself
+            self._end_users()

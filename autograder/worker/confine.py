@@ -18,7 +18,10 @@ import ctypes
 import errno
 import os
 import platform
+import shutil
+import signal
 import struct
+import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -187,12 +190,16 @@ def become(uid, gid):
 
 
 def confine(plan):
-    """Apply a confinement plan (a dict from the judge: ``uid``, ``gid``, ``read``, ``write``); return what was
-    applied, for the worker's hello. Landlock is used where the kernel has it; the rest is required."""
+    """Apply a confinement plan (a dict from the judge: ``uid``, ``gid``, ``read``, ``write``; ``beside``: the
+    read folders already laid beside ``hide`` by the zygote, once for all its workers); return what was applied,
+    for the worker's hello. Landlock is used where the kernel has it; the rest is required."""
     applied = {}
     try:
         _fill_import_caches()
-        read = list(dict.fromkeys(beside(plan["read"], plan.get("hide", ()))))
+        if "beside" in plan:  # laid out by the zygote; ``read`` then adds this worker's own folders only
+            read = list(dict.fromkeys([*plan["beside"], *plan["read"]]))
+        else:
+            read = list(dict.fromkeys(beside(plan["read"], plan.get("hide", ()))))
         applied["landlock"] = landlock(read, plan["write"])
     except OSError as error:
         if plan.get("require_landlock"):
@@ -203,3 +210,103 @@ def confine(plan):
     install_seccomp()
     applied["uid"] = os.getuid()
     return applied
+
+
+# ---------------------------------------------------------------- a worker's own folder, and its end
+
+def private_folder(root, uid, files):
+    """Make ``root``/u``uid`` (root's, passable, not listable) holding ``submission/`` with ``files`` (``{file
+    name: bytes}``, readable by ``uid`` alone: 0500/0400) and ``home/`` (``uid``'s, 0700); return ``(submission,
+    home)``. Every confined worker gets one of its own: no later worker's start can take another's files away."""
+    folder = os.path.join(root, f"u{uid}")
+    os.mkdir(folder, 0o711)
+    submission, home = os.path.join(folder, "submission"), os.path.join(folder, "home")
+    os.mkdir(home, 0o700)
+    os.chown(home, uid, uid)
+    os.mkdir(submission, 0o700)
+    for name, data in files.items():
+        path = os.path.join(submission, name)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        os.chown(path, uid, uid)
+        os.chmod(path, 0o400)
+    os.chown(submission, uid, uid)
+    os.chmod(submission, 0o500)
+    return submission, home
+
+
+def processes_of(uid, pids=None):
+    """Pids of the live processes whose real user is ``uid`` (of ``pids``, or of every process ``/proc`` shows),
+    zombies left out (they run nothing). Read from each ``status`` file: a confined process is not dumpable (it
+    changed users), so its ``/proc`` folder is root's, whoever it runs as."""
+    found = []
+    for pid in pids if pids is not None else (int(name) for name in os.listdir("/proc") if name.isdigit()):
+        try:
+            with open(f"/proc/{pid}/status", "rb") as handle:
+                status = handle.read(2048)
+        except OSError:
+            continue  # ended meanwhile
+        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+        uids = fields.get(b"Uid", b"").split()
+        if uids and int(uids[0]) == uid and not fields.get(b"State", b"").strip().startswith(b"Z"):
+            found.append(pid)
+    return found
+
+
+def _kill_all_of(uid):
+    """SIGKILL every process of ``uid`` at once: a child that becomes ``uid`` signals -1, which reaches every
+    process of that user and nothing else (the kernel's rule for kill(-1) by an unprivileged process), all in one
+    pass under the kernel's task-list lock, so none of them can fork after it (a fork with SIGKILL pending fails)."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)  # 0 even when it found none of this user's: any other process counts
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+
+
+def end_user(uid, seconds=5.0, folder=None):
+    """Kill every process of ``uid`` (a confined worker's own user) and wait until none is left; then remove what
+    it left in the shared folders and its own ``folder`` (:func:`private_folder`'s). Whether it is all gone within
+    ``seconds`` (a process a SIGKILL has not ended by then is stuck in the kernel and runs no code).
+
+    Without a PID namespace this is how "ended" is made true. Nothing but ``uid``'s own processes can start one
+    of ``uid``'s, so once they are killed together none can appear; the kill is sent again while any remains."""
+    deadline = time.monotonic() + seconds
+    while True:
+        _kill_all_of(uid)
+        if not processes_of(uid):
+            _remove_owned(uid)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+
+
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _remove_owned(uid):
+    """Remove what ``uid`` left in the world-writable folders (possible only without Landlock), so nothing of it
+    reaches the next student. Its user could create entries only at their top level, or inside its own."""
+    for folder in SHARED_FOLDERS:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass

@@ -103,6 +103,10 @@ def main(argv):
     limits = json.loads(os.environ.get("GRADER_LIMITS") or "{}")
     if limits:
         apply_limits(limits)
+    from .preload import PRELOAD_ENV, preload_notebook
+
+    if os.environ.pop(PRELOAD_ENV, "") == "1":  # as a zygote does before its first fork: every mode starts alike
+        preload_notebook()
     plan = os.environ.pop("GRADER_CONFINE", None)
     if plan:  # --sandbox uid: confine before any student code (a failure here is a failed start, never a pass)
         from .confine import confine

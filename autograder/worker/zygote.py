@@ -14,6 +14,9 @@ with them; one no worker can change, :func:`lane_network`), a private ``/tmp``
 and ``/dev/shm`` (size capped; its files, sent over its pipe, vanish when it
 ends), an empty ``/proc``, no capabilities and the per-submission rlimits.
 
+With ``--sandbox uid`` (no namespaces to be had) the zygote runs as root in no sandbox: it locks itself and
+each worker it forks confines itself to a user of its own instead (:mod:`.uid_zygote`).
+
 Control messages are JSON over SOCK_SEQPACKET sockets, one per judge it serves
 (``grade --jobs N`` shares one zygote between the judges forked from the first);
 a spawn request carries the worker's three pipe ends as passed file
@@ -31,8 +34,9 @@ import sys
 import threading
 import time
 
-from . import linux
+from . import linux, uid_zygote
 from .contract import Contract, copies
+from .preload import PRELOAD_ENV, preload_notebook, preloaded
 
 SUBMISSION = "/tmp/submission"
 JUDGES_ENV = "GRADER_JUDGES"  # how many judges will spawn workers from this zygote (the judge's word)
@@ -149,13 +153,15 @@ def can_isolate(pidns):
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
-def _worker(in_fd, out_fd, output_fd, limits, contract):
-    """PID 1 of the new namespace: receive the files, give up everything, then serve the judge."""
+def _worker(in_fd, out_fd, output_fd, limits, contract, confined=None, uid=None):
+    """PID 1 of the new namespace: receive the files, give up everything, then serve the judge. ``confined``: the
+    uid zygote's plan (no namespace: the worker confines itself to ``uid`` instead)."""
     from . import protocol
     from .main import apply_limits, serve
 
     linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
-    linux.drop_capabilities()
+    if confined is None:
+        linux.drop_capabilities()
     os.setsid()
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
@@ -164,11 +170,14 @@ def _worker(in_fd, out_fd, output_fd, limits, contract):
     os.close(null)
     os.close(output_fd)
     message, blobs = protocol.receive(in_fd, time.monotonic() + 30)
+    files = {name + ".py": data for name, data in zip(message.get("files", []), blobs, strict=True)
+             if name in contract.modules}
+    if confined is not None:  # --sandbox uid: its own folder, rlimits and confinement (uid_zygote.enter)
+        return serve(uid_zygote.enter(confined, uid, files, limits), in_fd, out_fd, contract)
     os.mkdir(SUBMISSION, 0o755)
-    for name, data in zip(message.get("files", []), blobs, strict=True):
-        if name in contract.modules:
-            with open(os.path.join(SUBMISSION, name + ".py"), "wb") as handle:
-                handle.write(data)
+    for name, data in files.items():
+        with open(os.path.join(SUBMISSION, name), "wb") as handle:
+            handle.write(data)
     os.chdir("/tmp")
     apply_limits(limits)
     return serve(SUBMISSION, in_fd, out_fd, contract)
@@ -178,16 +187,19 @@ class _Child:
     """A worker as the zygote sees it: its pid (PID 1 of its own namespace) and a pidfd that names it and no later
     holder of its pid."""
 
-    def __init__(self, pid):
-        self.pid, self.status = pid, None
+    def __init__(self, pid, ending=None):
+        self.pid, self.status, self.ending = pid, None, ending
         self.pidfd = os.pidfd_open(pid)
 
     def wait(self, seconds):
         """The worker's wait status once it has ended (None if it is still running after ``seconds``). The first
         process of a PID namespace is reaped only after every other process in it has died, so an ended worker
-        has left nothing behind."""
+        has left nothing behind; a confined worker (``ending``: :class:`.uid_zygote.Ending`) has no namespace, so
+        every process of its user is ended too before it counts as ended."""
         if self.status is None and select.select([self.pidfd], [], [], seconds)[0]:
             _, self.status = os.waitpid(self.pid, 0)
+        if self.status is not None and self.ending is not None and not self.ending.finish():
+            return None
         return self.status
 
     def kill(self):
@@ -209,50 +221,29 @@ def _describe(status):
     return {"code": os.WEXITSTATUS(status)}
 
 
-def preload_notebook():
-    """Import, once for every notebook worker forked later, what running a notebook needs: IPython's input
-    transformations and shell, and matplotlib with its non-interactive backend (its font cache built once)."""
-    os.environ["MPLBACKEND"] = "Agg"
-    try:
-        import IPython.core.inputtransformer2  # noqa: F401
-        import IPython.core.interactiveshell  # noqa: F401
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as pyplot
-
-        # A throwaway figure of the kinds notebooks draw (an image with a colour bar, a line): the modules and
-        # tables each first loads on its first use are then loaded once, here, not in every worker.
-        figure, axes = pyplot.subplots()
-        figure.colorbar(axes.imshow([[0.0, 1.0]]), ax=axes)
-        axes.plot([0, 1])
-        axes.set_title("warm-up")
-        pyplot.close(figure)
-    except Exception:  # noqa: BLE001 - a notebook that needs them will say so in its own outputs
-        return False
-    return True
-
-
-def _spawn(controls, pidns, children, fds, message, contract, network=None, networks=()):
+def _spawn(controls, pidns, children, fds, message, contract, network=None, networks=(), confined=None):
     """Fork the worker of a spawn request into ``network`` (its judge's, :func:`lane_network`; ``networks``: every
-    judge's, none of which it keeps open); return its pid (in the zygote, after the fork)."""
+    judge's, none of which it keeps open); return its pid (in the zygote, after the fork). ``confined``: the uid
+    zygote's plan (a plain fork, confined to the request's ``uid`` in the child)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = fork_in_fresh_pid_namespace(pidns)
+    pid = os.fork() if confined is not None else fork_in_fresh_pid_namespace(pidns)
     if pid == 0:
         code = 70
         try:
             # Nothing of the zygote's may reach the worker: its control sockets, its namespace, workers' pidfds.
             for control in controls:
                 control.close()
-            os.close(pidns)
+            if pidns is not None:
+                os.close(pidns)
             for child in children:
                 child.close()
             in_fd, out_fd, output_fd = fds
-            _isolate(int(message["limits"]["tmp_bytes"]), network)
+            if confined is None:
+                _isolate(int(message["limits"]["tmp_bytes"]), network)
             for lane in networks:
                 os.close(lane)
-            code = _worker(in_fd, out_fd, output_fd, message["limits"], contract)
+            code = _worker(in_fd, out_fd, output_fd, message["limits"], contract, confined, message.get("uid"))
         finally:
             os._exit(code)
     return pid
@@ -278,25 +269,29 @@ class _Judge:
             os.close(self.network)
 
 
-def _answer(judge, message, fds, everyone, pidns, nested, contract):
+def _answer(judge, message, fds, everyone, pidns, nested, contract, confined=None):
     """Carry out one control message of ``judge`` (``everyone``: all judges, whose sockets and workers' pidfds a
-    forked worker must not keep)."""
+    forked worker must not keep; ``confined``: the uid zygote's plan)."""
     control, children, ended = judge.control, judge.children, judge.ended
     op, ident = message.get("op"), str(message.get("id"))
-    if op == "spawn" and nested and len(fds) == 3 and ident not in children and ident not in ended:
-        if judge.network is None:
+    uid = message.get("uid")
+    fits = confined is None or uid_zygote.valid_uid(confined, uid)  # a user of the judge's range, or no fork
+    if op == "spawn" and nested and fits and len(fds) == 3 and ident not in children and ident not in ended:
+        if judge.network is None and confined is None:
             judge.network = lane_network()
         try:
             pid = _spawn([other.control for other in everyone], pidns,
                          [child for other in everyone for child in other.children.values()], fds, message, contract,
-                         judge.network, [other.network for other in everyone if other.network is not None])
+                         judge.network, [other.network for other in everyone if other.network is not None],
+                         confined)
         except OSError as error:
             _send(control, {"error": f"cannot fork a worker: {error.strerror}"})
             pid = None
         for fd in fds:
             os.close(fd)
         if pid is not None:
-            children[ident] = _Child(pid)
+            ending = None if confined is None else uid_zygote.Ending(uid, os.path.join(confined["root"], f"u{uid}"))
+            children[ident] = _Child(pid, ending)
             _send(control, {"spawned": ident, "pid": pid})  # the judge reads the worker's CPU through it
     elif op == "preload":
         _send(control, {"preloaded": preload_notebook()})
@@ -322,10 +317,13 @@ def main(argv):
     from .main import prepare_torch, warm_up
 
     control_fds = [int(fd) for fd in argv[1:]]
-    try:
-        pidns = own_pid_namespace(control_fds)
-    except OSError:
-        pidns = None  # no nested namespaces here: the judge starts a sandbox per worker instead
+    confined = json.loads(os.environ.pop("GRADER_CONFINE", "null"))  # --sandbox uid: no namespaces at all
+    pidns = None
+    if confined is None:
+        try:
+            pidns = own_pid_namespace(control_fds)
+        except OSError:
+            pass  # no nested namespaces here: the judge starts a sandbox per worker instead
     judges = [_Judge(socket.socket(fileno=fd)) for fd in control_fds]
     contract = Contract.from_env(os.environ)
     # What torch's import and the warm-up leave is the workers' inherited heap, kept for the zygote's life: the
@@ -340,11 +338,18 @@ def main(argv):
     for path in contract.forbidden:  # a submodule torch does not import itself: imported once, not in every worker
         copies(path)  # and the other places it is kept, read once (resolve_path's import included)
     watch_operators(contract.forbidden)  # registered once: each worker says where its calls are recorded
+    if os.environ.pop(PRELOAD_ENV, "") == "1":  # before the first fork: every worker of the run starts alike
+        preload_notebook()
     gc.freeze()
     gc.enable()
-    nested = can_isolate(pidns)
     linux.prctl(linux.PR_SET_DUMPABLE, 0)  # workers may not trace or read the zygote
-    hello = {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested}
+    if confined is None:
+        nested = can_isolate(pidns)
+    else:  # locked before any fork; a fork then confines itself (tried once here)
+        confined = uid_zygote.prepare(confined)
+        nested = uid_zygote.can_confine(confined, json.loads(os.environ.get("GRADER_LIMITS") or "{}"))
+    hello = {"ready": True, "cuda": cuda, "torch": torch.__version__, "nested": nested,
+             "notebooks": preloaded()}
     for judge in judges:
         try:
             _send(judge.control, hello)
@@ -376,7 +381,7 @@ def main(argv):
                 continue
             message = json.loads(data)
             try:
-                _answer(judge, message, fds, judges, pidns, nested, contract)
+                _answer(judge, message, fds, judges, pidns, nested, contract, confined)
             except OSError:  # its judge went away mid-answer: the next read says so
                 pass
             if to_collapse and message.get("op") == "preload":  # new mappings: the ranges read before are stale
