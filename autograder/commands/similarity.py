@@ -23,6 +23,7 @@ from ..lesson.assignment import Assignment, resolve
 from ..errors import KitError
 from .planning import discover
 from ..intake.submission import read_files
+from ..records.triage import printable
 
 # copydetect's own defaults: matches shorter than NOISE characters of normalised code are ignored, and every
 # match of GUARANTEE characters or more is found (equal thresholds: every k-gram kept, a window of one).
@@ -124,5 +125,7 @@ def similarity(out_dir: str | Path, class_dir: str | Path, assignment: Assignmen
     for path in similarity_report.write(pairs, sorted(submissions), out_dir, top):
         emit(f"wrote {path}")
     if pairs:
-        emit(f"most alike: {pairs[0].a} and {pairs[0].b}, {pairs[0].score:.0%} (a place to look, not a verdict)")
+        # ids on the console: each control character as its escape (no retitled terminal, no erased line)
+        emit(f"most alike: {printable(pairs[0].a)} and {printable(pairs[0].b)}, {pairs[0].score:.0%} "
+             "(a place to look, not a verdict)")
     return pairs

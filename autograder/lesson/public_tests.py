@@ -11,15 +11,26 @@ import contextlib
 import io
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import KitError
 from .assignment import Assignment
+from .cpu_limited import machine_limits, run_limited
 
+# The limit is CPU time, scaled to the work: pytest and torch imported once, then each package's session (about
+# 0.6 CPU seconds each on the kit's lesson, 103 packages in 68 s; these are 20x that and more). A busy machine
+# slows the wall clock, never the CPU time, so no number of busy neighbours reaches it (cpu_limited.py).
+START_CPU_SECONDS = 60.0
+CPU_SECONDS_PER_PACKAGE = 15.0
+
+
+def cpu_budget(packages: int) -> float:
+    """The CPU seconds one child may use to run ``packages`` packages' public tests."""
+    return START_CPU_SECONDS + CPU_SECONDS_PER_PACKAGE * packages
 
 
 @dataclass(frozen=True)
@@ -56,36 +67,42 @@ def _read_report(report):
 
 
 def run_public_tests(package_parent: str | Path, assignment: Assignment, tests_dir: str | Path | None = None,
-                     timeout: float = 300) -> PublicRun:
+                     cpu_seconds: float | None = None) -> PublicRun:
     """Run ``assignment``'s public tests with ``import <package>`` resolving inside ``package_parent`` (the
-    tests' conftest reads the folder from ``assignment.package_variable``)."""
+    tests' conftest reads the folder from ``assignment.package_variable``), limited as one package's run
+    (:func:`cpu_budget`; ``cpu_seconds``: another CPU limit)."""
     tests_dir = Path(tests_dir or assignment.release / "tests")
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         env[assignment.package_variable] = str(Path(package_parent).resolve())
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
-        completed = subprocess.run(
-            command + ["--rootdir", str(tests_dir), str(tests_dir)],
-            env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )
+        completed = run_limited(command + ["--rootdir", str(tests_dir), str(tests_dir)],
+                                machine_limits(cpu_seconds or cpu_budget(1)), "the public tests", env=env)
         outcomes, messages = _read_report(report)
     return PublicRun(outcomes=outcomes, exit_code=completed.returncode, messages=messages)
 
 
 def run_public_tests_many(package_parents: list[str | Path], assignment: Assignment,
-                          tests_dir: str | Path | None = None, timeout: float = 600) -> dict[str, PublicRun]:
+                          tests_dir: str | Path | None = None, cpu_seconds: float | None = None
+                          ) -> dict[str, PublicRun]:
     """``{folder: PublicRun}``: ``assignment``'s public tests against each folder holding its package, all in one
-    child process (a pytest session each, torch imported once: a fraction of a second per folder)."""
+    child process (a pytest session each, torch imported once: a fraction of a second per folder), limited in
+    CPU time by the number of folders (:func:`cpu_budget`; ``cpu_seconds``: another CPU limit), never by
+    how busy the machine is."""
     tests_dir = Path(tests_dir or assignment.release / "tests").resolve()
     folders = [str(Path(folder).resolve()) for folder in package_parents]
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
         spec.write_text(json.dumps({"tests": str(tests_dir), "folders": folders, "out": tmp,
                                     "package": assignment.id, "variable": assignment.package_variable}))
-        subprocess.run([sys.executable, "-m", "autograder.lesson.public_tests", str(spec)], capture_output=True, text=True,
-                       timeout=timeout, stdin=subprocess.DEVNULL, check=True,
-                       env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+        done = run_limited([sys.executable, "-m", "autograder.lesson.public_tests", str(spec)],
+                           machine_limits(cpu_seconds or cpu_budget(len(folders))),
+                           f"the public tests of {len(folders)} package(s)",
+                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise KitError(f"the public tests' child process failed (exit {done.returncode}): {last[:300]}")
         runs = {}
         for index, folder in enumerate(folders):
             outcomes, messages = _read_report(Path(tmp) / f"{index}.xml")

@@ -47,9 +47,13 @@ def solution_text(source: str) -> str:
 
 def defang(text: str) -> str:
     """``text`` with each mark-scheme word pair broken by a zero-width space: it reads the same and never
-    matches a delimiter."""
-    for words in (MARK_BEGIN, MARK_END):
-        text = text.replace(words, words.replace(" ", " \u200b"))  # ClearMarkScheme matches this case only
+    matches a delimiter, however the pairs overlap or nest (``END MARK SCHEMEND MARK SCHEME`` holds two)."""
+    # One str.replace skips an occurrence that overlaps the one before it, so replace until none is left. Each
+    # pass breaks at least one and makes none (it only inserts a character no marker holds): it ends, in a few
+    # passes for any text.
+    while MARK_BEGIN in text or MARK_END in text:
+        for words in (MARK_BEGIN, MARK_END):
+            text = text.replace(words, words.replace(" ", " \u200b"))  # ClearMarkScheme matches this case only
     return text
 
 

@@ -325,4 +325,4 @@ def record_class(out_dir: str | Path, results: list, lesson: Assignment, emit: C
     try:
         record(course_dir(out_dir), results, lesson)
     except Exception as error:  # noqa: BLE001 - the records are written; only the course lags behind
-        emit(f"WARNING: the nbgrader course could not be updated ({type(error).__name__}: {error})")
+        emit(f"WARNING: the nbgrader course could not be updated ({type(error).__name__}: {printable(error)})")

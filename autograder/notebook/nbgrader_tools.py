@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from ..lesson.assignment import Assignment
+from ..lesson.cpu_limited import machine_limits, run_limited
 from ..errors import KitError
 from ..intake.naming import nbgrader_safe_name
 
@@ -44,9 +45,10 @@ def _environment(extra=None):
 
 def run_nbgrader(args: list[str], course_dir: str | Path, timeout: float = 600, extra_env: dict | None = None
                  ) -> subprocess.CompletedProcess:
-    """Run ``nbgrader ARGS`` in ``course_dir``; raise KitError (with nbgrader's last line) when it fails."""
-    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=_environment(extra_env),
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    """Run ``nbgrader ARGS`` in ``course_dir``; raise KitError (with nbgrader's last line) when it fails.
+    ``timeout``: seconds of CPU time (nbgrader's and its kernels'), so a crowded machine slows it, never fails it."""
+    done = run_limited([sys.executable, "-m", "nbgrader", *args], machine_limits(timeout), f"nbgrader {args[0]}",
+                       cwd=course_dir, env=_environment(extra_env))
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise KitError(f"nbgrader {args[0]} failed: {last[:300]}")

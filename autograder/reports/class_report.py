@@ -13,7 +13,7 @@ from .figures import Drawing, draw_aside, pass_rate_chart, score_histogram
 from ..records.results import SubmissionResult, write_atomic
 from ..records.triage import WRITTEN, manual_line, manual_work, needs_a_look
 from . import similarity_report
-from .escape import markdown
+from .escape import file_text, markdown, visible
 
 NOTES_SHOWN = 5  # per student in "Grader notes"; the record holds them all
 
@@ -63,7 +63,7 @@ def render(results: list[SubmissionResult], figures: list[str]) -> str:
         lines += [manual_line(manual_work(results)), ""]
     lines += ["## Needs a look", ""]
     flagged = needs_a_look(results)
-    lines += [f"- **{markdown(item.student)}**: {markdown(item.why())}" for item in flagged] or ["Nobody."]
+    lines += [f"- **{markdown(visible(item.student))}**: {markdown(item.why())}" for item in flagged] or ["Nobody."]
     lines += ["", f"![score histogram]({figures[0]})", "", f"![pass rate per test]({figures[1]})", "",
               "## Pass rate per test, hardest first", "", "| test | part | passed |", "| --- | --- | --- |"]
     for name, group, rate in pass_rates(results):
@@ -81,7 +81,7 @@ def render(results: list[SubmissionResult], figures: list[str]) -> str:
             shown = "; ".join(markdown(note[:200]) for note in result.notes[:NOTES_SHOWN])
             hidden = len(result.notes) - NOTES_SHOWN
             more = f" (and {hidden} more in its record)" if hidden > 0 else ""
-            lines.append(f"- **{markdown(result.student)}**: {shown}{more}")
+            lines.append(f"- **{markdown(visible(result.student))}**: {shown}{more}")
     return "\n".join(lines) + "\n"
 
 
@@ -110,6 +110,6 @@ def write(results: list[SubmissionResult], out_dir: str | Path,
     out_dir = Path(out_dir)
     histogram, rates = (charts or start_charts(results, out_dir))()
     path = out_dir / "report.md"
-    write_atomic(path, render(results, [histogram.relative_to(out_dir).as_posix(),
-                                        rates.relative_to(out_dir).as_posix()]) + similarity_report.link(out_dir))
+    page = render(results, [histogram.relative_to(out_dir).as_posix(), rates.relative_to(out_dir).as_posix()])
+    write_atomic(path, file_text(page + similarity_report.link(out_dir)))
     return [path, histogram, rates]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..records.results import SubmissionResult
-from .escape import markdown
+from .escape import markdown, plain, visible
 from .feedback_view import score_line, view, write_each  # noqa: F401  (score_line: its old home)
 
 
@@ -15,7 +15,7 @@ def render(result: SubmissionResult) -> str:
     escaped, except a grader's comment: the instructor's own words, typed in formgrader and trusted, kept as
     written (their ``*emphasis*`` renders as emphasis, never as ``\\*emphasis\\*``; ``<b>`` is not ``&lt;b&gt;``)."""
     shown = view(result)
-    lines = [f"# Feedback for {markdown(shown.student)}", "", f"**{shown.score_line}**", ""]
+    lines = [f"# Feedback for {markdown(visible(shown.student))}", "", f"**{shown.score_line}**", ""]
     if shown.unfinished:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
     lines += [line for notice in shown.notices for line in (f"**Note:** {notice}", "")]
@@ -78,7 +78,7 @@ def _fix_first(parts: tuple[tuple[str, int, float], ...]) -> list[str]:
 
 
 def _inline(text: str) -> str:
-    return " ".join(text.split()).replace("`", "'")[:400]
+    return plain(text).replace("`", "'")[:400]
 
 
 def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 from ..records.results import SubmissionResult
-from .escape import plain
+from .escape import plain, visible
 from .feedback_view import view, write_each
 
 WIDTH = 78
@@ -56,7 +56,7 @@ def _comment(comment: str) -> list[str]:
 def render(result: SubmissionResult) -> str:
     """The plain-text feedback of one student (a pure function of the record)."""
     shown = view(result)
-    title = f"Feedback for {plain(shown.student)}"
+    title = f"Feedback for {plain(visible(shown.student))}"
     lines = [title, "=" * len(title), "", shown.score_line, ""]
     if shown.unfinished:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]

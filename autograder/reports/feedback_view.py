@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..intake.naming import safe_name
 from ..records.results import SubmissionResult, TestResult, write_atomic
+from .escape import file_text
 
 SHOWN = ("visible", "after_due_date", "after_published")
 # What final-gradebook writes into a test graded in formgrader: this line, then the comment if there is one.
@@ -139,10 +140,11 @@ def view(result: SubmissionResult) -> FeedbackView:
 def write_each(results: list[SubmissionResult], out_dir: str | Path, suffix: str,
                render: Callable[[SubmissionResult], str]) -> list[Path]:
     """Each student's feedback in one format (``render``) at ``feedback/<their id, made safe><suffix>``; the
-    paths written, in order."""
+    paths written, in order. No control character but line ends and tabs reaches the file (:func:`file_text`),
+    whichever field brought it."""
     written = []
     for result in results:
         path = Path(out_dir) / "feedback" / f"{safe_name(result.student)}{suffix}"
-        write_atomic(path, render(result))
+        write_atomic(path, file_text(render(result)))
         written.append(path)
     return written

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..lesson.assignment import Assignment
+from .escape import visible
 from .rate_chart import pass_rate_chart  # noqa: F401 - the report's charts, named here for the drawer
 from .score_chart import score_histogram  # noqa: F401
 
@@ -133,7 +134,7 @@ def similarity_heatmap(table: np.ndarray, students: list[str], path: str | Path)
     colours = colormaps["magma_r"].with_extremes(bad="lightgrey")
     image = ax.imshow(shown, cmap=colours, vmin=0, vmax=1, interpolation="nearest")
     if count <= 60:
-        names = [student[:30].replace("$", r"\$") for student in students]  # an id is text, never math
+        names = [visible(student)[:30].replace("$", r"\$") for student in students]  # an id is text, never math
         ax.set_xticks(range(count), names, rotation=90, fontsize=7)
         ax.set_yticks(range(count), names, fontsize=7)
     ax.set_xlabel("student" if count <= 60 else "student (sorted by id)")

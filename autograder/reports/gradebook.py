@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from ..records.results import SubmissionResult, write_atomic
+from .csv_cells import table
 
 
 def groups_of(results: list[SubmissionResult]) -> list[str]:
@@ -23,16 +22,15 @@ def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     groups = groups_of(results)
     # Written notebook answers wait for formgrader; say how many points are still open.
     pending = any(result.notebook is not None for result in results)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["student", "score", "max_score", *groups] + (["notebook_pending_manual"] if pending else []))
-    for result in results:
+    rows = []
+    for result in results:  # numbers as numbers, text (the id) through csv_cells' rule
         scores = result.group_scores()
-        row = [result.student, f"{result.score:g}", f"{result.max_score:g}",
-               *(f"{scores[group][0]:g}" if group in scores else "" for group in groups)]
+        row = [result.student, result.score, result.max_score,
+               *(scores[group][0] if group in scores else "" for group in groups)]
         if pending:
-            row.append(f"{result.notebook.pending_manual if result.notebook is not None else 0:g}")
-        writer.writerow(row)
+            row.append(result.notebook.pending_manual if result.notebook is not None else 0)
+        rows.append(row)
+    header = ["student", "score", "max_score", *groups] + (["notebook_pending_manual"] if pending else [])
     path = Path(out_dir) / "gradebook.csv"
-    write_atomic(path, buffer.getvalue())
+    write_atomic(path, table(header, rows))
     return [path]

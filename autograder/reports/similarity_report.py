@@ -5,15 +5,14 @@ the class folder (``autograder/commands/similarity.py``), and ``report.md`` link
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import numpy as np
 
 from .figures import similarity_heatmap
 from ..records.results import write_atomic
-from .escape import markdown
+from .csv_cells import table
+from .escape import file_text, markdown, visible
 
 NAME = "similarity.md"
 LIMITS = ("Small functions written to one contract are naturally alike, and the lesson's own formulas leave "
@@ -39,19 +38,16 @@ def render(pairs: list, students: list[str], figure: str, top: int) -> str:
              "| rank | student | student | larger share | each way | by file |", "| --- | --- | --- | --- | --- | --- |"]
     for rank, pair in enumerate(pairs[:top], 1):
         files = ", ".join(f"{module} {share:.0%}" for module, share in pair.by_file) or "none"
-        lines.append(f"| {rank} | {markdown(pair.a)} | {markdown(pair.b)} | {pair.score:.0%} | "
+        lines.append(f"| {rank} | {markdown(visible(pair.a))} | {markdown(visible(pair.b))} | {pair.score:.0%} | "
                      f"{pair.a_in_b:.0%} / {pair.b_in_a:.0%} | {files} |")
     lines += ["", "Every pair: [similarity.csv](similarity.csv)."]
     return "\n".join(lines) + "\n"
 
 
 def _csv(pairs: list) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["student_a", "student_b", "score", "a_in_b", "b_in_a"])
-    for pair in pairs:
-        writer.writerow([pair.a, pair.b, f"{pair.score:.3f}", f"{pair.a_in_b:.3f}", f"{pair.b_in_a:.3f}"])
-    return buffer.getvalue()
+    # The shares are the kit's own numbers, written to 3 places (never negative); the ids go through the rule.
+    return table(["student_a", "student_b", "score", "a_in_b", "b_in_a"],
+                 ([pair.a, pair.b, f"{pair.score:.3f}", f"{pair.a_in_b:.3f}", f"{pair.b_in_a:.3f}"] for pair in pairs))
 
 
 def matrix(pairs: list, students: list[str]) -> np.ndarray:
@@ -70,7 +66,7 @@ def write(pairs: list, students: list[str], out_dir: str | Path, top: int = 30) 
     figure = similarity_heatmap(matrix(pairs, students), students, out_dir / "figures" / "similarity.png")
     page, table = out_dir / NAME, out_dir / "similarity.csv"
     write_atomic(table, _csv(pairs))
-    write_atomic(page, render(pairs, students, figure.relative_to(out_dir).as_posix(), top))
+    write_atomic(page, file_text(render(pairs, students, figure.relative_to(out_dir).as_posix(), top)))
     report = out_dir / "report.md"
     if report.is_file() and f"]({NAME})" not in report.read_text():
         write_atomic(report, report.read_text() + link(out_dir))
