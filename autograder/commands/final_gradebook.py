@@ -16,19 +16,19 @@ covers the code too, which nbgrader's ``generate_feedback`` (the notebook only) 
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from ..notebook import nbgrader_record
 from ..records import triage
+from ..records.record_files import read_results
+from ..intake.naming import result_path
 from ..lesson.assignment import Assignment, resolve
 from ..errors import KitError
-from ..reports import write_reports
+from ..reports import csv_cells, write_reports
 from ..reports.feedback_view import graded_output
-from ..records.results import SubmissionResult, TestResult, load_record, refuse_untrusted, save, write_atomic
+from ..records.results import SubmissionResult, TestResult, refuse_untrusted, save, write_atomic
 
 COLUMNS = ["student", "total", "max_total", "code", "max_code", "notebook_auto", "max_notebook_auto",
            "notebook_manual", "max_notebook_manual", "notebook_pending_manual", "notebook_note"]
@@ -59,7 +59,7 @@ def refresh(result: SubmissionResult, course: Path, lesson: Assignment) -> Submi
     return replace(result, tests=tests, notebook=replace(result.notebook, pending_manual=pending))
 
 
-def _row(result: SubmissionResult) -> list[str]:
+def _row(result: SubmissionResult) -> list[str | float]:
     def points(tests):
         return sum(t.score for t in tests), sum(t.max_score for t in tests)
 
@@ -67,39 +67,35 @@ def _row(result: SubmissionResult) -> list[str]:
     auto = points([t for t in result.tests if t.group == "notebook"])
     manual = points([t for t in result.tests if t.group == "written"])
     pending = sum(t.max_score for t in result.tests if t.status == "pending")
-    values = [result.score, result.max_score, *code, *auto, *manual, pending]
-    return [result.student, *(f"{value:g}" for value in values), result.notebook.reason if result.notebook else ""]
+    values = [result.score, result.max_score, *code, *auto, *manual, pending]  # numbers: written as numbers
+    return [result.student, *values, result.notebook.reason if result.notebook else ""]
 
 
 def export_final_gradebook(out_dir: str | Path, emit: Callable[[str], None] | None = None,
                            assignment: Assignment | None = None, allow_unisolated: bool = False) -> Path:
     """Refresh every record from the course database, rewrite the reports and ``final_gradebook.csv``; return
     the path of the latter (``assignment``: what was graded; the kit's lesson by default). Every record must be
-    a grade of record (sealed, graded in isolation; ``allow_unisolated`` accepts a ``--sandbox none`` run's);
-    each is sealed again once the manual grades are in."""
+    a grade of record (sealed, at the path its student's id gives, graded in isolation; ``allow_unisolated``
+    accepts a ``--sandbox none`` run's), and every file of ``results/`` such a record: anything else refuses the
+    whole run, by file name, before a record is written. Each is sealed again once the manual grades are in."""
     lesson = resolve(assignment)
     out_dir = Path(out_dir)
-    paths = sorted((out_dir / "results").glob("*.json"))
-    if not paths:
+    # Every entry, each checked at its own path and named by its file unless it is its student's record: a
+    # record beside another of the same student is refused by name, never hidden behind the genuine one.
+    found = read_results(out_dir)
+    if not found:
         raise KitError(f"no results in {out_dir / 'results'}: run 'python -m autograder grade' first")
     course = nbgrader_record.course_dir(out_dir)
-    records = {path: load_record(path) for path in paths}
-    refuse_untrusted({(result.student if result is not None else path.name): problem
-                      for path, (result, problem) in records.items()}, "final-gradebook", allow_unisolated)
+    refuse_untrusted([(label, problem) for label, _, problem in found], "final-gradebook", allow_unisolated)
     results = []
-    for path, (record, _) in records.items():
+    for _, record, _ in found:
         result = refresh(record, course, lesson)
-        save(result, path)
+        save(result, result_path(out_dir, result.student))  # where load_record found it: nothing else is sealed
         results.append(result)
     results.sort(key=lambda r: r.student)
     write_reports(results, out_dir)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for result in results:
-        writer.writerow(_row(result))
     path = out_dir / "final_gradebook.csv"
-    write_atomic(path, buffer.getvalue())
+    write_atomic(path, csv_cells.table(COLUMNS, (_row(result) for result in results)))  # ids, notes made inert
     if emit:
         emit(f"final gradebook: {path}; feedback regenerated for {len(results)} student(s)")
         emit(triage.manual_line(triage.manual_work(results)))  # the written answers formgrader still holds

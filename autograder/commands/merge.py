@@ -5,7 +5,8 @@ notebook and autograded scores, plus manual grades already given in a shard's co
 there in formgrader, then run ``python -m autograder final-gradebook OUT``.
 
 Each shard's ``shard.json`` says which shard it is (``I`` of ``N``) and whom it graded. Merging refuses
-shards that overlap, disagree on ``N``, or leave a shard missing.
+shards that overlap, disagree on ``N``, or leave a shard missing; a record that is not the one ``shard.json``
+lists at its path (a classmate's copied over it, a rename), and any other file in a shard's ``results/``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from ..records import triage
 from ..lesson.assignment import Assignment, resolve
 from ..errors import KitError
 from .planning import SHARD_FILE
-from ..intake.naming import result_path
+from ..intake.naming import RESULTS, result_path
+from ..records.record_files import strays
 from ..reports import write_reports
-from ..records.results import SubmissionResult, load_record, refuse_untrusted
+from ..records.results import MISPLACED, SubmissionResult, load_record, refuse_untrusted
 
 
 def _shard_info(folder: str | Path) -> tuple[int, int, list[str]]:
@@ -60,7 +62,17 @@ def merge(folders: list[str | Path], out_dir: str | Path, emit: Callable[[str], 
     if missing:
         raise KitError(f"missing shard(s) {', '.join(map(str, missing))} of {count}")
     records = {student: load_record(result_path(folder, student)) for student, folder in sorted(owner.items())}
-    refuse_untrusted({student: problem for student, (_, problem) in records.items()}, "merge", allow_unisolated)
+    # The record at a student's path must be that student's: a classmate's sealed record copied over it would
+    # list the classmate twice and the student nowhere.
+    swapped = [f"{result_path(owner[student], student)} holds {result.student!a}'s record, not {student!a}'s"
+               for student, (result, _) in records.items() if result is not None and result.student != student]
+    if swapped:
+        raise KitError(f"merge refused records its shard.json lists for another student: {'; '.join(swapped)}; "
+                       "regrade those students with grade --resume")
+    problems = [(student, problem) for student, (_, problem) in records.items()]
+    for folder, _, students in shards.values():  # one record per student, nothing beside them
+        problems += [(str(Path(folder) / RESULTS / name), MISPLACED) for name in strays(folder, students)]
+    refuse_untrusted(problems, "merge", allow_unisolated)
     out_dir = Path(out_dir)
     results, course = [], nbgrader_record.course_dir(out_dir)
     for student, folder in sorted(owner.items()):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import results as records
+from ..records.record_files import strays
 from ..intake import fingerprints, naming
 from ..intake import submission as submissions
 from ..lesson.assignment import Assignment
@@ -65,7 +66,8 @@ def discover(class_dir: str | Path, out_dir: str | Path | None = None, contract:
 
     An output folder placed inside the class folder is not a student, nor is a hidden folder (a name starting
     with a dot, such as a tool's cache) unless it holds a submission (of ``contract``'s files). A student folder that is a symbolic link is
-    listed: intake refuses it with a note, so it is graded 0 rather than silently skipped or followed.
+    listed: intake refuses it with a note, so it is graded 0 rather than silently skipped or followed. A folder
+    whose name is not UTF-8 is graded under an escaped id (:func:`~autograder.intake.naming.folder_id`).
     """
     class_dir = Path(class_dir)
     skip = Path(out_dir).resolve() if out_dir else None
@@ -73,7 +75,9 @@ def discover(class_dir: str | Path, out_dir: str | Path | None = None, contract:
         raise KitError(f"class folder not found: {class_dir}")
     if not class_dir.is_dir():
         raise KitError(f"not a folder: {class_dir}")
-    students = sorted((entry.name, entry) for entry in class_dir.iterdir() if _is_student(entry, skip, contract))
+    # A name that is not UTF-8 gets an id of valid text (naming.folder_id); intake still reads the folder itself.
+    students = sorted((naming.folder_id(entry.name), entry) for entry in class_dir.iterdir()
+                      if _is_student(entry, skip, contract))
     if not students:
         raise KitError(f"no student folders in {class_dir} (expected one folder per student)")
     return students
@@ -96,8 +100,10 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
          ) -> tuple[list[Task], list[records.SubmissionResult]]:
     """``(tasks, kept)``: a Task per student to grade, and the results ``--resume`` keeps: those whose
     fingerprint, of the submission and what decides its grade, is unchanged since they were written, whose
-    grading finished, and whose record is a grade of record (sealed by this grader, graded in isolation; anything else is regraded, and
-    ``emit`` says whose)."""
+    grading finished, and whose record is a grade of record (sealed by this grader, at the path the student's id
+    gives and naming that student, graded in isolation); anything else is regraded, and ``emit`` says whose. A
+    file of ``results/`` that is no student's record here is left as it is (grade never reads it) and named, since
+    ``final-gradebook`` will refuse it."""
     grader = fingerprints.grader_fingerprint(assignment.grading_inputs())
     notebook = notebook and assignment.notebook is not None
     tasks, kept, distrusted = [], [], []
@@ -118,8 +124,12 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
                 continue
         tasks.append(task)
     if distrusted and emit:
-        emit(f"--resume: regrading {len(distrusted)} record(s) not sealed by this grader or graded without "
-             f"isolation: {', '.join(ascii(student) for student in distrusted)}")
+        emit(f"--resume: regrading {len(distrusted)} record(s) not sealed by this grader, not the student's own, or "
+             f"graded without isolation: {', '.join(ascii(student) for student in distrusted)}")
+    stray = strays(out_dir, [student for student, _ in students])
+    if stray and emit:
+        emit(f"WARNING: {Path(out_dir) / naming.RESULTS} holds files that are no record of this run's students, "
+             f"which final-gradebook refuses (remove them): {', '.join(ascii(name) for name in stray)}")
     return tasks, kept
 
 

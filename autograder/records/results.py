@@ -17,7 +17,9 @@ from typing import Any, Literal, get_args
 
 from . import seal as seals
 from ..errors import KitError
+from ..intake.naming import safe_name
 from ..sandbox.isolation import ISOLATED
+from ..worker import text as texts
 
 # "pending": a written answer not graded yet (0 points so far); "skipped": not run on this machine and counted
 # nowhere (0 of 0).
@@ -33,12 +35,14 @@ FailureKind = Literal[
     "grader_error",  # the grader's own exception while grading this student
     "judge_stopped",  # the judge process died holding this student, twice
     "result_lost",  # the judge reported the student done, but the result could not be read back
+    "record_failed",  # the grader's own exception while saving this student's record or writing their reports
     "suite_problem",  # the hidden tests could not all be collected
     "check_crashed",  # a check raised something other than an assertion on this submission's answer
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 # The kinds after which this student's grading did not finish: the result holds no tests.
-UNFINISHED: tuple[FailureKind, ...] = ("no_worker", "machine_busy", "grader_error", "judge_stopped", "result_lost")
+UNFINISHED: tuple[FailureKind, ...] = ("no_worker", "machine_busy", "grader_error", "judge_stopped", "result_lost",
+                                       "record_failed")
 # What a pending written answer is called on Gradescope, which knows only passed and failed: said in its name, so the
 # list of tests shows it without opening it.
 PENDING_NAME = " (pending: graded by your instructor)"
@@ -308,12 +312,13 @@ class SubmissionResult:
 
 
 def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
-    """Write ``text`` (UTF-8; or bytes as they are) to ``path`` so that readers see the old file or the new one,
-    never a part; with the mode an ordinary file would get (created 0666, the kernel applies the umask: ``umask
-    027`` lets a teaching team's group read the outputs)."""
+    """Write ``text`` (UTF-8, made valid text first: a lone surrogate becomes U+FFFD, never an exception; or bytes
+    as they are) to ``path`` so that readers see the old file or the new one, never a part; with the mode an
+    ordinary file would get (created 0666, the kernel applies the umask: ``umask 027`` lets a teaching team's
+    group read the outputs)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = text if isinstance(text, bytes) else text.encode("utf-8")
+    data = text if isinstance(text, bytes) else texts.valid_text(text).encode("utf-8")
     while True:
         tmp = path.parent / f".tmp-{secrets.token_hex(8)}{path.suffix}"
         try:  # O_EXCL and O_NOFOLLOW: a file of its own, never one or a link already there
@@ -330,62 +335,83 @@ def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
         raise
 
 
+def valid_result(result: SubmissionResult) -> SubmissionResult:
+    """``result`` with every text in it valid (:func:`~autograder.worker.text.valid_text`) and a note where one was
+    not: the last check before a record is written (a worker's text is made valid where it enters the judge; this
+    catches any way in that was missed). The same object when nothing needed it."""
+    data, replaced = texts.valid_tree(result.to_json())
+    if not replaced:
+        return result
+    fixed = SubmissionResult.from_json(data)
+    return replace(fixed, execution_time=result.execution_time, notes=fixed.notes + (texts.NOTE,))
+
+
 def save(result: SubmissionResult, path: str | os.PathLike) -> None:
     """Write ``result``'s record, sealed with the judge's key (only the judge and trusted rewrites save)."""
-    write_atomic(path, record_text(seals.seal(result.to_json())))
+    write_atomic(path, record_text(seals.seal(result.to_json(), Path(path).name)))
 
 
 def record_text(record: dict[str, Any]) -> str:
-    """``record`` as JSON text, one field per line and each item of a list field (a test) on a line of its own:
-    as readable as an indented dump, and written by json's C encoder (an indented dump runs its pure-Python one,
-    milliseconds a student)."""
+    """``record`` as ASCII JSON text (every other character escaped, so no text can fail to be written), one field
+    per line and each item of a list field (a test) on a line of its own: as readable as an indented dump, and
+    written by json's C encoder (an indented dump runs its pure-Python one, milliseconds a student)."""
     fields = []
     for key, value in record.items():
         if isinstance(value, list) and value:
-            text = "[\n" + ",\n".join("  " + json.dumps(item, ensure_ascii=False) for item in value) + "\n ]"
+            text = "[\n" + ",\n".join("  " + json.dumps(item) for item in value) + "\n ]"
         else:
-            text = json.dumps(value, ensure_ascii=False)
-        fields.append(f" {json.dumps(key, ensure_ascii=False)}: {text}")
+            text = json.dumps(value)
+        fields.append(f" {json.dumps(key)}: {text}")
     return "{\n" + ",\n".join(fields) + "\n}\n"
 
 
 def load(path: str | os.PathLike) -> SubmissionResult:
-    """The record at ``path``, as written (its seal unchecked: reports are views; see :func:`load_record`)."""
-    return SubmissionResult.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+    """The record at ``path``, as written (its seal unchecked: reports are views; see :func:`load_record`), its text
+    valid (JSON's ``\\udc80`` escapes a surrogate that no report could write)."""
+    return SubmissionResult.from_json(texts.valid_tree(json.loads(Path(path).read_text(encoding="utf-8")))[0])
 
 
 # What makes a record unfit to be the grade of record, in words (the key of each problem is its kind).
 FORGED = "not sealed by this grader (edited after grading, or written elsewhere)"
 UNISOLATED = "graded without isolation (--sandbox none)"
+MISPLACED = "not at the path its student's id gives (a copy, a rename, or a file written beside a record)"
 
 
 def load_record(path: str | os.PathLike) -> tuple[SubmissionResult | None, str]:
     """``(result, problem)``: the record at ``path`` and why it is not a grade of record (``""`` when it is):
-    its seal fails (:data:`FORGED`; the result is None when the file is not a record at all), or it was
-    graded unisolated (:data:`UNISOLATED`), where a submission could have written it. Read by ``--resume``,
-    ``merge`` and ``final-gradebook``."""
+    ``path`` is a link or not the path its student's id gives (:data:`MISPLACED`), its seal (which binds the
+    file's name) fails (:data:`FORGED`; None when it is no record at all), or it was graded unisolated
+    (:data:`UNISOLATED`). ``--resume``, ``merge`` and ``final-gradebook`` read each record at its own path."""
+    path = Path(path)
+    if path.is_symlink():  # the judge writes files; a link could borrow any record
+        return None, MISPLACED
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
         result = SubmissionResult.from_json(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None, FORGED
-    if not seals.is_sealed(data):
+    if path.name != f"{safe_name(result.student)}.json":
+        return result, MISPLACED
+    if not seals.is_sealed(data, path.name):
         return result, FORGED
     if not result.isolated:
         return result, UNISOLATED
     return result, ""
 
 
-def refuse_untrusted(problems: dict[str, str], command: str, allow_unisolated: bool = False) -> None:
-    """KitError naming the students (``{student or file: problem}``) whose records ``command`` may not take;
-    ``allow_unisolated`` accepts sealed records of a ``--sandbox none`` run (never a broken seal)."""
+def refuse_untrusted(problems: dict[str, str] | Iterable[tuple[str, str]], command: str,
+                     allow_unisolated: bool = False) -> None:
+    """KitError naming the students or files (``{student or file: problem}``, or such pairs) whose records
+    ``command`` may not take; ``allow_unisolated`` accepts sealed records of a ``--sandbox none`` run (never a
+    broken seal, never a record away from its student's path)."""
     by_kind: dict[str, list[str]] = {}
-    for student, problem in problems.items():
+    for student, problem in (problems.items() if isinstance(problems, dict) else problems):
         if problem and not (allow_unisolated and problem == UNISOLATED):
             by_kind.setdefault(problem, []).append(student)
     if by_kind:
         parts = [f"{problem}: {', '.join(sorted(ascii(student) for student in students))}"
                  for problem, students in sorted(by_kind.items())]
         hint = "; regrade them with grade --resume" + (
-            " (--allow-unisolated accepts the records of a --sandbox none run)" if UNISOLATED in by_kind else "")
+            " (--allow-unisolated accepts the records of a --sandbox none run)" if UNISOLATED in by_kind else "") + (
+            ", and remove every file of results/ that is not its student's record" if MISPLACED in by_kind else "")
         raise KitError(f"{command} refused records {'; '.join(parts)}{hint}")

@@ -6,6 +6,12 @@ folder, readable by its owner only (``$XDG_STATE_HOME/autograder/seal.key``, els
 ``~/.local/state/autograder/seal.key``, created 0600 on first use); ``AUTOGRADER_SEAL_KEY`` overrides it where
 the machines that grade and the one that merges differ (sharded runs on GitHub Actions: a repository secret).
 No worker ever sees it: its environment is scrubbed and its sandbox binds neither folder.
+
+A seal binds a record to its file as well as to its content: the MAC covers the student the record names and the
+file name it was saved under, so a sealed record copied over a classmate's file, or renamed, no longer verifies
+(readers also check that the name is the one the student's id gives: ``results.load_record``). It binds no run or
+output folder: shards graded on different machines under one key are merged by copying their files, and
+``--resume`` keeps records from earlier runs, so a record must verify wherever its class's records go.
 """
 
 from __future__ import annotations
@@ -88,21 +94,30 @@ def _canonical(record: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
-def seal(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` (a result's JSON) with its seal in ``extra_data``."""
-    mac = hmac.new(_key(), _canonical(record), hashlib.sha256).hexdigest()
+def _message(record: dict[str, Any], name: str) -> bytes:
+    """What the MAC covers: the student the record names and the file ``name`` it sits under (said apart from
+    the body, so that neither can be moved into the other), then the canonical record."""
+    student = (record.get("extra_data") or {}).get("student")
+    binding = json.dumps(["record", student, name], ensure_ascii=True).encode("ascii")
+    return binding + b"\0" + _canonical(record)
+
+
+def seal(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """``record`` (a result's JSON) with its seal in ``extra_data``, bound to the file ``name`` it is saved as."""
+    mac = hmac.new(_key(), _message(record, name), hashlib.sha256).hexdigest()
     return dict(record, extra_data=dict(record.get("extra_data") or {}, **{FIELD: _PREFIX + mac}))
 
 
-def is_sealed(record: Any) -> bool:
-    """Whether ``record`` carries a seal that this judge's key made for exactly this content."""
+def is_sealed(record: Any, name: str) -> bool:
+    """Whether ``record``, read from a file called ``name``, carries a seal this judge's key made for exactly
+    this content under exactly this name."""
     if not isinstance(record, dict) or not isinstance(record.get("extra_data"), dict):
         return False
     claimed = record["extra_data"].get(FIELD)
     if not isinstance(claimed, str) or not claimed.startswith(_PREFIX):
         return False
     try:
-        mac = hmac.new(_key(), _canonical(record), hashlib.sha256).hexdigest()
+        mac = hmac.new(_key(), _message(record, name), hashlib.sha256).hexdigest()
     except (TypeError, ValueError):  # not JSON this kit writes
         return False
     return hmac.compare_digest(claimed[len(_PREFIX):], mac)

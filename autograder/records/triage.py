@@ -17,7 +17,8 @@ from .results import SubmissionResult
 
 # Most urgent first: the order of a student's reasons, and of the students in every list.
 Kind = Literal[
-    "unfinished",  # grading did not finish (no worker, machine busy, the grader's own error): no grade yet
+    "unfinished",  # grading did not finish (no worker, machine busy, the grader's own error, even in writing the
+    # student's record or reports): no grade yet, and grade --resume regrades them
     "grader_problem",  # the hidden tests could not all be collected: every score may be short
     "unisolated",  # graded with --sandbox none: not a grade of record
     "retried",  # graded more than once after a grader failure
