@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import tempfile
 import time
 import zipfile
@@ -25,12 +26,14 @@ from ..lesson import pins
 from ..lesson.assignment import Assignment, resolve
 from ..errors import KitError
 from .grading import grade_class
-from ..records.results import SubmissionResult, save
+from ..records.results import GraderFailure, SubmissionResult, record_text, save, valid_result, write_atomic
+from .judge_loop import grader_error
 from ..intake.submission import read_submission
 
 KIT_FILES = ("pyproject.toml", "README.md", "nbgrader_config.py")
 ENGINE = "autograder"
 LESSON_PREFIX = "lesson"  # where a lesson from outside the kit's folder sits in the zip
+STUDENT = "submission"  # the one student a Gradescope run grades
 
 
 def setup_script(assignment: Assignment) -> str:
@@ -122,20 +125,49 @@ def build_package(destination: str | Path, assignment: Assignment | None = None)
 
 
 def run(root: str | Path, emit: Callable[[str], None] = print, sandbox_mode: str = "isolated",
-        assignment: Assignment | None = None) -> SubmissionResult:
-    """Grade ``ROOT/submission`` as one student and write ``ROOT/results/results.json``.
+        assignment: Assignment | str | Path | None = None) -> SubmissionResult:
+    """Grade ``ROOT/submission`` as one student and write ``ROOT/results/results.json``; never raises.
 
     Isolation is required (bubblewrap, or the confined mode where Gradescope's container refuses user
-    namespaces): without it this fails loudly instead of grading unisolated.
+    namespaces): without it this grades nothing. Whatever stops the grading (no isolation, no submission folder,
+    a broken lesson, the grader's own exception) is written as a failed grading (``grader_error``: no tests, the
+    reason in its output) and said on stderr: Gradescope always gets a results.json, and ``gradescope-run`` exits
+    0 after writing it (an autograder that exits otherwise shows students nothing at all).
     """
     started = time.monotonic()
-    root = Path(root)
+    path = Path(root) / "results" / "results.json"
+    try:
+        result = _graded(Path(root), emit, sandbox_mode, resolve(assignment), started)
+    except Exception as error:  # noqa: BLE001 - see above: the failure is the record
+        reason = str(error) if isinstance(error, KitError) else grader_error(error)
+        print(f"error: grading failed: {reason}", file=sys.stderr)
+        note = f"grading failed: {reason}"
+        result = SubmissionResult(student=STUDENT, output=note, notes=(note,), grader_failures=(
+            GraderFailure("grader_error", reason),), execution_time=time.monotonic() - started)
+    try:
+        result = valid_result(result)
+        save(result, path)
+    except Exception as error:  # noqa: BLE001 - unsealed, as a last resort: Gradescope reads it all the same
+        print(f"error: results.json could not be sealed and written ({grader_error(error)})", file=sys.stderr)
+        note = f"grading failed: the record could not be written ({grader_error(error)})"
+        result = SubmissionResult(student=STUDENT, output=note, notes=(note,), execution_time=result.execution_time,
+                                  grader_failures=(GraderFailure("record_failed", grader_error(error)),))
+        try:
+            write_atomic(path, record_text(result.to_json()))
+        except OSError as error:
+            print(f"error: results.json could not be written ({os.strerror(error.errno or 0)})", file=sys.stderr)
+    emit(f"results.json: {result.score:g} / {result.max_score:g}")
+    return result
+
+
+def _graded(root: Path, emit: Callable[[str], None], sandbox_mode: str, assignment: Assignment, started: float
+            ) -> SubmissionResult:
+    """The graded record of ``root/submission`` (raises where it cannot be graded)."""
     submission = root / "submission"
     if not submission.is_dir():
         raise KitError(f"no submission folder at {submission}")
-    assignment = resolve(assignment)
     with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
-        student = Path(tmp) / "class" / "submission"
+        student = Path(tmp) / "class" / STUDENT
         student.mkdir(parents=True)
         # Only what intake accepts is copied (no links, devices or oversized files); what it refused is
         # staged as absent and graded as such.
@@ -153,8 +185,5 @@ def run(root: str | Path, emit: Callable[[str], None] = print, sandbox_mode: str
     # What intake refused was staged as absent: the record names the refusal, not "missing". The submission is the
     # whole run here, so its time is the run's (start-up included), as Gradescope shows it.
     refused = {what: why for what, why in intake.problems.items() if why != "missing"}
-    result = replace(results[0], intake_problems={**results[0].intake_problems, **refused},
-                     execution_time=time.monotonic() - started)
-    save(result, root / "results" / "results.json")
-    emit(f"results.json: {result.score:g} / {result.max_score:g}")
-    return result
+    return replace(results[0], intake_problems={**results[0].intake_problems, **refused},
+                   execution_time=time.monotonic() - started)

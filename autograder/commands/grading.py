@@ -11,6 +11,7 @@ database once the class is graded); this one runs them in order.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from ..notebook import nbgrader_record
 from ..records import seal
 from ..records import triage
 from ..lesson.assignment import Assignment
-from .judge_loop import judge_loop
+from .judge_loop import grader_error, judge_loop, record_failure
 from ..errors import KitError
 from .judge_pool import grade_in_parallel
 from .machine_load import LoadWatch
@@ -66,6 +67,25 @@ def warm_reporting(notebook: bool) -> None:
         pass
 
 
+def student_reports(result: SubmissionResult, out_dir: Path, written: set[str]) -> SubmissionResult:
+    """Write ``result``'s own reports (its feedback) and add its student to ``written``; the fault barrier: an
+    exception while writing them leaves a ``record_failed`` record in place of the student's (listed under
+    "Needs a look", regraded by ``--resume``), returned instead, whose own reports are then tried once. Only the
+    reports' import failing (the whole class's trouble) leaves them to the end of the run, which says why."""
+    try:
+        from ..reports import write_student_reports  # imported while the run waited (warm_reporting)
+    except Exception:  # noqa: BLE001 - see above
+        return result
+    try:
+        write_student_reports(result, out_dir)
+    except Exception as error:  # noqa: BLE001 - this student's record, never the end of the class
+        result = record_failure(result, out_dir, f"their reports could not be written: {grader_error(error)}")
+        with contextlib.suppress(Exception):  # a minimal record's feedback: if even that fails, the record says why
+            write_student_reports(result, out_dir)
+    written.add(result.student)
+    return result
+
+
 def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandbox_mode: Requested = "auto",
                 resume: bool = False, emit: Callable[[str], None] = print, progress: Progress | None = None,
                 limits: Limits | None = None, fork: bool = True, skip_notebook: bool = False,
@@ -89,7 +109,8 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
     # The zygote now, in the sandbox the check below picks if bubblewrap works: its torch import is most of the
     # run's start-up, and overlaps the check, the plan and the judge's start-up instead of following them.
     skip_notebook = skip_notebook or assignment.notebook is None
-    with HeadStart.start(sandbox_mode, limits, fork, assignment, lend=jobs if jobs > 1 else 0) as head_start:
+    with HeadStart.start(sandbox_mode, limits, fork, assignment, lend=jobs if jobs > 1 else 0,
+                         notebook=not skip_notebook) as head_start:
         sandbox = _sandbox(sandbox_mode, limits, fork, out_dir, Path(class_dir), emit, assignment, unisolated_ok)
         head_start.keep_for(sandbox)
         seal.ready()  # every record is sealed as it is written
@@ -100,16 +121,10 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
         graded, written = [], set()
 
         def on_done(result: SubmissionResult) -> None:
-            graded.append(result)
             # The student's own feedback now, from the record just written (with --jobs N, while the judges grade on):
-            # less left for the run's end. One that cannot be written now is written with the rest at the end.
-            try:
-                from ..reports import write_student_reports  # imported while the run waited (warm_reporting)
-
-                write_student_reports(result, out_dir)
-                written.add(result.student)
-            except Exception:  # noqa: BLE001 - tried again at the end, which says why if it fails again
-                pass
+            # less left for the run's end.
+            result = student_reports(result, out_dir, written)
+            graded.append(result)
             bar.advance(f"{result.student}: {result.score:g}/{result.max_score:g}")
 
         watch = LoadWatch()  # timings mean little without the load they ran under
@@ -125,7 +140,8 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
             bar.close()
             if not skip_notebook and graded:
                 nbgrader_record.record_class(out_dir, graded, assignment, emit)
-            class_results = sorted(kept + graded, key=lambda result: result.student)
+            class_results = sorted([student_reports(result, out_dir, written) for result in kept] + graded,
+                                   key=lambda result: result.student)
             if shard is not None:
                 write_shard_file(out_dir, shard, [result.student for result in class_results])
             from ..reports import write_reports  # imported while the run waited (warm_reporting), not before

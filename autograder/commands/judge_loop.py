@@ -4,7 +4,10 @@ A student whose grading fails for any reason on the grader's side gets a
 result that says so (a typed :class:`~autograder.records.results.GraderFailure` and a
 note in words), and the loop moves on. The failures retried are a worker that
 could not be started and a machine too busy to run one (``machine_busy``):
-nothing a submission does can lead there.
+nothing a submission does can lead there. Each student is behind a fault barrier
+(:func:`grade_one`, :func:`save_result`, :func:`record_failure`): whatever goes wrong
+while grading or recording one student becomes that student's record, never the
+end of the class.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ..lesson.assignment import Assignment
 from ..records import results as records
 from ..intake import submission as submissions
 from .planning import Task
-from ..intake.naming import result_path
+from ..intake.naming import folder_note, result_path
 from ..records.results import GraderFailure, SubmissionResult
 from ..sandbox.head_start import HeadStart
 from ..sandbox.isolation import Sandbox
@@ -77,7 +80,7 @@ class _Prepared:
     seconds: float = 0.0  # wall time spent preparing it (its worker then starts while another student is graded)
 
 
-def _grader_error(error: BaseException) -> str:
+def grader_error(error: BaseException) -> str:
     """The grader's own exception in one bounded line: its type and where in the kit it was raised (its message
     may quote the submission, so it stays out)."""
     frames = [frame for frame in traceback.extract_tb(error.__traceback__) if "/autograder/" in frame.filename]
@@ -113,7 +116,7 @@ def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebo
             except Exception:  # noqa: BLE001 - the notebook stage starts one itself, and says why it could not
                 prepared.notebook_worker = None
     except Exception as error:  # noqa: BLE001 - recorded in this student's result, never raised
-        prepared.failure = GraderFailure("no_worker", f"{NO_WORKER}: {_grader_error(error)}")
+        prepared.failure = GraderFailure("no_worker", f"{NO_WORKER}: {grader_error(error)}")
     prepared.seconds = time.monotonic() - started
     return prepared
 
@@ -142,7 +145,7 @@ def _grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: 
                                                judge.assignment, worker=worker)
         return result
     except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
-        return failed_result(task, sandbox, GraderFailure("grader_error", _grader_error(error)))
+        return failed_result(task, sandbox, GraderFailure("grader_error", grader_error(error)))
     finally:
         if prepared.notebook_worker is not None:  # started ahead, never used (the code is graded again)
             prepared.notebook_worker.close()
@@ -150,14 +153,32 @@ def _grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: 
 
 
 def save_result(result: SubmissionResult, out_dir: str | Path) -> SubmissionResult:
-    """Write ``result`` (atomically); a file-system error costs this student only: their result says so, and
-    is still returned."""
+    """Write ``result`` (atomically, its text made valid first: :func:`~autograder.records.results.valid_result`)
+    and return it as written; a file-system error costs this student only: their result says so, and is still
+    returned. Any other exception leaves a failure record in its place (:func:`record_failure`)."""
     try:
+        result = records.valid_result(result)
         records.save(result, result_path(out_dir, result.student))
     except OSError as error:
         note = f"the result could not be written ({os.strerror(error.errno or 0)})"
         result = replace(result, notes=result.notes + (note,))
+    except Exception as error:  # noqa: BLE001 - this student's record, never the class's end
+        result = record_failure(result, out_dir, f"its record could not be written: {grader_error(error)}")
     return result
+
+
+def record_failure(result: SubmissionResult, out_dir: str | Path, reason: str) -> SubmissionResult:
+    """The minimal record of a student whose record or reports could not be written (``record_failed``, which
+    ``--resume`` regrades), written in place of theirs if it can be, and returned either way; never raises."""
+    failure = GraderFailure("record_failed", reason)
+    note = f"grading failed: {reason}"
+    minimal = SubmissionResult(student=result.student, sandbox=result.sandbox, fingerprint=result.fingerprint,
+                               output=note, notes=(note,), grader_failures=(failure,), tries=result.tries)
+    try:
+        records.save(minimal, result_path(out_dir, result.student))
+    except Exception as error:  # noqa: BLE001 - nothing more can be written for them: the run's summary says it
+        minimal = replace(minimal, notes=minimal.notes + (f"not even this could be written ({grader_error(error)})",))
+    return minimal
 
 
 def read_tasks(stream) -> Iterator[Task]:
@@ -221,7 +242,8 @@ class WarmJudge:
         self._scratch = tempfile.TemporaryDirectory(prefix="judge-")
         self.scratch_root = self._scratch.name
         ahead = self.head_start.take(self.sandbox, self.lend) if self.head_start is not None else None
-        self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend, zygote=ahead)
+        self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend, zygote=ahead,
+                                     notebook=self.notebook is not None)
         collecting = gc.isenabled()
         gc.disable()  # start-up allocates for good: collections then would only walk it all (100 ms each)
         try:
@@ -305,7 +327,8 @@ class WarmJudge:
         tasks = read_tasks(open(tasks_r, encoding="utf-8"))
         done = reporter(open(done_w, "w", encoding="utf-8"))
         with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
-            own = WorkerFactory(self.sandbox, scratch_root, self.assignment, zygote=shared)
+            own = WorkerFactory(self.sandbox, scratch_root, self.assignment, zygote=shared,
+                                notebook=self.notebook is not None)
             try:
                 spare = core_pairing.spare_cores(self.lend)  # read before this thread is placed
                 with core_pairing.judge_on(core_pairing.core_for(index, self.lend, self.sandbox.threads)) as core:
@@ -324,19 +347,36 @@ def _grade_each(tasks, factory, judge, sandbox, scratch_root, out_dir, done, not
     while current is not None:
         task = next(tasks, None)
         following = prepare(task, factory, scratch_root, notebook) if task else None
-        result = grade_prepared(current, sandbox, judge, out_dir)
-        for attempt in range(RETRIES):  # the grader's side broke, not the student's code: again, a few times
-            if not needs_retry(result):
-                break
-            retried = grade_prepared(prepare(current.task, factory, scratch_root, notebook), sandbox, judge,
-                                     out_dir)
-            result = replace(retried, notes=retried.notes + (
-                f"graded again (try {attempt + 2}) after a grader failure",), tries=attempt + 2,
-                execution_time=result.execution_time + retried.execution_time)
-        if needs_retry(result):
-            result = replace(result, notes=result.notes + (
-                "still needs grading: the machine could not grade this student; no test was charged",))
-        if factory.note and factory.note not in result.notes:
-            result = replace(result, notes=result.notes + (factory.note,))
-        done(save_result(result, out_dir))
+        done(grade_one(current, factory, judge, sandbox, scratch_root, out_dir, notebook))
         current = following
+
+
+def grade_one(current: _Prepared, factory: WorkerFactory, judge: Any, sandbox: Sandbox, scratch_root: str | Path,
+              out_dir: str | Path, notebook: str | None) -> SubmissionResult:
+    """Grade one prepared student (again, a few times, where the machine failed them) and write their record;
+    the fault barrier: any exception becomes this student's record (``grader_error``), never raised."""
+    try:
+        return _grade_one(current, factory, judge, sandbox, scratch_root, out_dir, notebook)
+    except Exception as error:  # noqa: BLE001 - one student's failure must not stop the class
+        failed = failed_result(current.task, sandbox, GraderFailure("grader_error", grader_error(error)))
+        return save_result(failed, out_dir)
+
+
+def _grade_one(current, factory, judge, sandbox, scratch_root, out_dir, notebook) -> SubmissionResult:
+    result = grade_prepared(current, sandbox, judge, out_dir)
+    for attempt in range(RETRIES):  # the grader's side broke, not the student's code: again, a few times
+        if not needs_retry(result):
+            break
+        retried = grade_prepared(prepare(current.task, factory, scratch_root, notebook), sandbox, judge, out_dir)
+        result = replace(retried, notes=retried.notes + (
+            f"graded again (try {attempt + 2}) after a grader failure",), tries=attempt + 2,
+            execution_time=result.execution_time + retried.execution_time)
+    if needs_retry(result):
+        result = replace(result, notes=result.notes + (
+            "still needs grading: the machine could not grade this student; no test was charged",))
+    if factory.note and factory.note not in result.notes:
+        result = replace(result, notes=result.notes + (factory.note,))
+    renamed = folder_note(Path(current.task.folder).name)
+    if renamed:
+        result = replace(result, notes=result.notes + (renamed,))
+    return save_result(result, out_dir)

@@ -153,15 +153,19 @@ class JudgePool:
 
     def _reported(self, child: subprocess.Popen, line: str) -> None:
         """A judge's line ``{"done": student}``: that student's result, read back from its file."""
-        message = json.loads(line)
-        finished = [task for task in self.held[child] if task.student == message.get("done")]
+        try:
+            message = json.loads(line)
+        except ValueError:  # not a report (a judge's stray print): nothing is done, the judge's next line counts
+            return
+        done = message.get("done") if isinstance(message, dict) else None
+        finished = [task for task in self.held[child] if task.student == done]
         for task in finished:
             self.held[child].remove(task)
             try:
                 result = records.load(result_path(self.out_dir, task.student))
-            except (OSError, ValueError, KeyError):
-                result = failed_result(task, self.sandbox,
-                                       GraderFailure("result_lost", "its result could not be read back"))
+            except Exception:  # noqa: BLE001 - whatever is there, it is not this student's record: said in theirs
+                result = save_result(failed_result(task, self.sandbox, GraderFailure(
+                    "result_lost", "its result could not be read back")), self.out_dir)
             if self.deaths.get(task.student):  # a judge died holding it first: the record says it was graded again
                 result = save_result(replace(result, tries=result.tries + self.deaths[task.student]), self.out_dir)
             self.on_done(result)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from ..worker.text import is_valid
+
 RESULTS = "results"  # the folder of an output folder that holds one record per student
 MAX_NAME = 100  # characters of a name made from an id; well under any file system's 255 bytes
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -33,6 +35,28 @@ def _escaped(student: str, keep: frozenset, escape: str, long_mark: str) -> str:
         prefix.append(part)
         used += len(part)
     return "".join(prefix) + long_mark + digest
+
+
+def folder_id(name: str) -> str:
+    """The student id of a class folder named ``name`` (as ``os.listdir`` gives it): the name itself when it is
+    valid text, else each code point UTF-8 cannot hold spelled ``/XX`` (a byte that is not UTF-8, which
+    ``os.fsdecode`` made U+DC80-U+DCFF; unzip makes ``Müller`` ``b'M\\xfcller'``, graded as ``M/FCller``), or
+    ``/uXXXX`` (any other surrogate: none comes from a folder). No folder's name holds a ``/``, so the id is
+    never another folder's, and two names never share one; ``safe_name`` turns the ``/`` into ``%2F``."""
+    if is_valid(name):
+        return name
+    return "".join(char if is_valid(char) else f"/{ord(char) - 0xDC00:02X}" if 0xDC80 <= ord(char) <= 0xDCFF
+                   else f"/u{ord(char):04X}" for char in name)
+
+
+def folder_note(name: str) -> str:
+    """The note a record gets when its student's folder ``name`` is not valid text (``""`` when it is)."""
+    if is_valid(name):
+        return ""
+    raw = ascii(name.encode("utf-8", "surrogateescape")) if all(
+        is_valid(char) or 0xDC80 <= ord(char) <= 0xDCFF for char in name) else ascii(name)
+    return (f"the folder's name is not UTF-8 ({raw}): graded as {folder_id(name)!r}, each byte that is not "
+            f"UTF-8 spelled /XX")
 
 
 def safe_name(student: str) -> str:

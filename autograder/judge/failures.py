@@ -7,6 +7,7 @@ import builtins
 import re
 
 from ..records.results import Cause
+from ..worker.text import valid_text
 
 # What the judge keeps of a student's text (exception messages, type names): enough for the instructor.
 TEXT_LIMIT = 400
@@ -20,12 +21,14 @@ PHASES = ("forward", "backward")  # the steps of a gradient request a worker's e
 
 
 def bounded(text, limit):
-    """``text`` cut to ``limit`` characters, saying so."""
+    """``text`` as valid text (:func:`~autograder.worker.text.valid_text`: every text the judge keeps passes
+    here) cut to ``limit`` characters, saying so."""
+    text = valid_text(text)
     return text if len(text) <= limit else text[: max(limit - 10, 0)] + " [... cut]"
 
 
 def _text(value, limit=TEXT_LIMIT):
-    """A string the worker sent, as a bounded ``str`` (anything else becomes empty)."""
+    """A string the worker sent, as a bounded, valid ``str`` (anything else becomes empty)."""
     return bounded(value, limit) if isinstance(value, str) else ""
 
 

@@ -27,7 +27,7 @@ from collections.abc import Hashable
 
 from ..sandbox import clocks
 from ..records import seal
-from ..worker import protocol
+from ..worker import protocol, text
 from . import ahead
 from .failures import (BadValue, CallTimeout, ForbiddenCall, ImportFailure, MachineBusy, StudentError, SubmissionTimeout,
                        WorkerCrash, clean_record, public_type)
@@ -362,7 +362,7 @@ class RemoteSubmission:
         try:
             nonce = worker.send(message, blobs, backstop)
             self._await(worker, label, limit, min(cpu_seconds or limit, limit, left), mark, began, backstop)
-            return worker.receive(nonce, backstop, self.limits.reply_bytes)
+            reply, reply_blobs = worker.receive(nonce, backstop, self.limits.reply_bytes)
         except protocol.ChannelTimeout:  # it stopped reading its request, or stopped half-way through a reply
             self._discard(f"{label} stopped reading or writing past its time limit; the worker was restarted", worker)
             raise CallTimeout(label, limit, asleep=True) from None
@@ -371,6 +371,9 @@ class RemoteSubmission:
             detail = worker.exit_detail() if isinstance(error, protocol.ChannelClosed) else "it sent a malformed reply"
             self._discard(f"{label} stopped the worker ({detail}); the worker was restarted", worker)
             raise WorkerCrash(label, detail) from None
+        if reply.pop(protocol.REPLACED_TEXT, False) and text.NOTE not in self.events:  # said once per submission
+            self.events.append(text.NOTE)
+        return reply, reply_blobs
 
     def _answer(self, worker, message, label, reply, decode):
         """The value of ``reply`` (``decode()`` reads it), or the SubmissionFailure it reports."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..judge.failures import SubmissionFailure, WorkerCrash
 from ..records.results import TestResult
+from ..worker.text import NOTE as INVALID_TEXT, valid_text, valid_tree
 from .checks import nbgrader_meta, source_text
 from .executed import error_output, executed_notebook
 from .verdicts import one_line, run_checks
@@ -34,6 +35,7 @@ class _Runner:
 
     def __init__(self, remote, limits):
         self.remote, self.limits, self.touched, self.stopped = remote, limits, [], ""
+        self.replaced = False  # a cell's output held invalid text (replaced; the frames' own is the remote's note)
 
     def request(self, message, label, seconds=None):
         if self.stopped:
@@ -55,27 +57,29 @@ class Cell:
 
 
 def parse(data):
-    """``(notebook node, "")`` or ``(None, why it cannot be read)``; never raises."""
+    """``(cells, "", replaced)`` or ``(None, why it cannot be read, False)``; never raises. Its text is made valid
+    (a ``\\udc80`` escape in a cell reads as a lone surrogate, which no notebook file can hold):
+    ``replaced`` says some was not."""
     try:
-        raw = json.loads(data.decode("utf-8"))
+        raw, replaced = valid_tree(json.loads(data.decode("utf-8")))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        return None, "the notebook is not valid JSON"
+        return None, "the notebook is not valid JSON", False
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
-        return None, "the notebook has no list of cells"
+        return None, "the notebook has no list of cells", False
     if len(raw["cells"]) > MAX_CELLS:
-        return None, f"the notebook has more than {MAX_CELLS} cells"
+        return None, f"the notebook has more than {MAX_CELLS} cells", False
     cells = [Cell(cell["cell_type"], source_text(cell.get("source")), nbgrader_meta(cell).get("grade_id"))
              for cell in raw["cells"] if isinstance(cell, dict) and cell.get("cell_type") in ("code", "markdown", "raw")]
     if sum(len(cell.source) for cell in cells) > MAX_SOURCE:
-        return None, "the notebook's cells hold more than 1 MB of text"
-    return cells, ""
+        return None, "the notebook's cells hold more than 1 MB of text", False
+    return cells, "", replaced
 
 
 def grade_notebook(data, why_missing, remote, limits, assignment):
     """Run one student's notebook (bytes, or None with ``why_missing``) and check it against ``assignment`` (the
     NotebookChecks); never raises for anything the notebook does. ``remote`` is a RemoteSubmission over the
     student's module files (not started yet)."""
-    cells, reason = (None, why_missing) if data is None else parse(data)
+    cells, reason, replaced = (None, why_missing, False) if data is None else parse(data)
     if cells is None:
         return empty_outcome(assignment, reason or "no notebook")
     runner = _Runner(remote, limits)
@@ -115,6 +119,8 @@ def grade_notebook(data, why_missing, remote, limits, assignment):
         tests.append(_written_test(grade_id, points, state))
     notebook = executed_notebook(executed, verdicts, assignment)
     notes = [f"notebook: {runner.stopped}"] if runner.stopped else []
+    if replaced or runner.replaced:
+        notes.append(f"notebook: {INVALID_TEXT}")
     return Outcome(tests, notebook, "", notes, pending)
 
 
@@ -171,6 +177,9 @@ def _run_cell(runner, index, source, limits, budget):
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             continue
         text = item["text"][: max(budget[0], 0)]
+        valid = valid_text(text)
+        runner.replaced = runner.replaced or valid is not text
+        text = valid
         budget[0] -= len(text)
         if item.get("output_type") == "execute_result":
             outputs.append({"output_type": "execute_result", "execution_count": index + 1, "metadata": {},
@@ -182,5 +191,6 @@ def _run_cell(runner, index, source, limits, budget):
     if isinstance(error, dict):
         line = error.get("line")
         where = f" (line {line})" if isinstance(line, int) and not isinstance(line, bool) else ""
-        outputs.append(error_output(str(error.get("ename"))[:100], f"{str(error.get('evalue'))[:2000]}{where}"))
+        outputs.append(error_output(valid_text(str(error.get("ename"))[:100]),
+                                    f"{valid_text(str(error.get('evalue'))[:2000])}{where}"))
     return outputs

@@ -62,7 +62,7 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson, worker=None):
     try:
         nbgrader_record.write_notebooks(nbgrader_record.course_dir(out_dir), lesson, nbid,
                                         intake.notebook if outcome.executed is not None else None, outcome.executed)
-    except OSError as error:
+    except Exception as error:  # noqa: BLE001 - the notebook's files only: the code's points and this record stand
         notes.append(f"the executed notebook could not be written ({type(error).__name__})")
     summary = NotebookSummary(id=nbid, pending_manual=outcome.pending, manual_max=sum(assignment.written.values()),
                               seconds=round(time.monotonic() - started, 3), reason=outcome.reason or "",

@@ -30,7 +30,11 @@ import time
 # sides write alike on every machine, so a frame's size against MAX_JSON is the same everywhere.
 import orjson
 
+from .text import valid_tree
+
 HEADER = struct.Struct("<II")
+# Set by :func:`receive` on a message whose text it had to make valid (never the sender's: one it sent is dropped).
+REPLACED_TEXT = "__replaced_text__"
 MAX_JSON = 16 << 20
 MAX_BLOB = 1 << 30
 MAX_DEPTH = 32  # nesting of a decoded value (the contract's values are a few levels deep)
@@ -319,17 +323,20 @@ _LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 
 def _loads(data):
-    """The value of the JSON bytes ``data``, as json reads it: orjson where it reads the same (twice as fast), json
-    where it might not (a long run of digits) or refuses (NaN, lone surrogates, a byte-order mark, nesting over
-    1023 deep). One difference: json's own limit on nesting is Python's recursion limit less the stack in use
-    (about 990 here), orjson's a fixed 1023, so a frame nested 990-1023 deep is read; every field is checked for
-    its type where it is used, and :func:`decode` refuses values nested over :data:`MAX_DEPTH`."""
+    """``(value, replaced)``: the value of the JSON bytes ``data``, as json reads it, with its text made valid
+    (:func:`~.text.valid_tree`: a lone surrogate, escaped or as raw bytes, becomes U+FFFD; ``replaced`` says one
+    did). orjson where it reads the same (twice as fast; it refuses lone surrogates, so what it reads is valid
+    text already), json where it might not (a long run of digits) or refuses (NaN, lone surrogates, a byte-order
+    mark, nesting over 1023 deep). One difference: json's own limit on nesting is Python's recursion limit less
+    the stack in use (about 990 here), orjson's a fixed 1023, so a frame nested 990-1023 deep is read (one that
+    also holds a lone surrogate is too deep to walk: malformed); every field is checked for its type where it is
+    used, and :func:`decode` refuses values nested over :data:`MAX_DEPTH`."""
     if not _LONG_NUMBER.search(data):
         try:
-            return orjson.loads(data)
+            return orjson.loads(data), False
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data)
+    return valid_tree(json.loads(data))
 
 
 def _read_exactly(fd, size, deadline, eager=False):
@@ -361,17 +368,20 @@ def _wait_readable(fd, deadline):
 def receive(fd, deadline=None, max_json=MAX_JSON, max_blob=MAX_BLOB):
     """Read one frame; return ``(message dict, list of blobs)``. ``deadline`` is a monotonic time; a frame whose
     header announces more than ``max_json`` bytes of JSON or ``max_blob`` bytes of blobs is refused before any of
-    it is read."""
+    it is read. Every text in the message is valid (``message[REPLACED_TEXT]`` is True where some was not)."""
     eager = deadline is not None and not os.get_blocking(fd)
     json_size, blob_size = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline, eager))
     if json_size > max_json or blob_size > max_blob:
         raise ProtocolError("message too large")
     try:
-        message = _loads(_read_exactly(fd, json_size, deadline, eager))
+        message, replaced = _loads(_read_exactly(fd, json_size, deadline, eager))
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise ProtocolError("malformed message") from None
     if not isinstance(message, dict):
         raise ProtocolError("a message must be a JSON object")
+    message.pop(REPLACED_TEXT, None)
+    if replaced:  # the reader's to say (the judge notes it in the student's record)
+        message[REPLACED_TEXT] = True
     sizes = message.pop("blob_sizes", [])
     if (not isinstance(sizes, list) or len(sizes) > MAX_NODES
             or not all(_is_int(n) and n >= 0 for n in sizes) or sum(sizes) != blob_size):
