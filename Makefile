@@ -17,12 +17,14 @@ $(STAMP): pyproject.toml
 
 # Before a term: the release is what its source generates; what students get leaks nothing and speaks to them only;
 # prose restates its sources; the grader gives the reference full marks, the stubs zero and catches every catalogued
-# bug (validate). Not the whole suite: that is `make test`.
+# bug (validate); the reference graded alike in every sandbox this machine offers (modes). Not the whole suite:
+# that is `make test`.
 CHECKED := tests/test_restatements.py tests/test_release.py tests/test_classroom.py tests/test_visibility.py tests/test_packages.py
 check: $(STAMP)
 	$(BIN)/python -m autograder release --check
 	$(BIN)/python -m pytest -q -m check $(CHECKED)
 	$(BIN)/python -m autograder validate
+	$(BIN)/python -m autograder modes
 
 demo: $(STAMP)
 	$(BIN)/python -m autograder demo

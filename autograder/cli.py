@@ -80,6 +80,12 @@ def _validate(args):
                          assignment=resolve(args.assignment)) else 1
 
 
+def _modes(args):
+    from .commands.modes import check_modes
+
+    return 0 if check_modes(resolve(args.assignment)) else 1
+
+
 def _gradescope(args):
     from .commands.gradescope import build_package
 
@@ -90,7 +96,7 @@ def _gradescope(args):
 def _gradescope_run(args):
     from .commands.gradescope import run
 
-    run(args.root, sandbox_mode=args.sandbox, assignment=resolve(args.assignment))
+    run(args.root, sandbox_mode=args.sandbox, assignment=args.assignment)  # resolved inside: a failure is written
     return 0
 
 
@@ -243,6 +249,10 @@ def build_parser():
     val.add_argument("--require-cuda", action="store_true",
                      help="the GPU check (make gpu-check): fail without CUDA, and on any GPU check skipped")
     val.set_defaults(run=_validate)
+
+    modes = commands.add_parser("modes", parents=[lesson], help="grade the reference with its notebook in every "
+                                "sandbox this machine offers; say which work and whether their outcomes agree")
+    modes.set_defaults(run=_modes)
 
     demo = commands.add_parser("demo", parents=[lesson], help="run the kit's main job on the bundled material")
     demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
