@@ -114,7 +114,8 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
         sandbox = _sandbox(sandbox_mode, limits, fork, out_dir, Path(class_dir), emit, assignment, unisolated_ok)
         head_start.keep_for(sandbox)
         seal.ready()  # every record is sealed as it is written
-        tasks, kept = plan(students, out_dir, assignment, resume, notebook=not skip_notebook, emit=emit)
+        tasks, kept = plan(students, out_dir, assignment, resume, notebook=not skip_notebook, emit=emit,
+                           sandbox=sandbox.mode)
         if kept:
             emit(f"--resume: {len(kept)} student(s) unchanged since their last grading, kept")
         bar = progress or Progress(len(tasks), "grading")

@@ -96,17 +96,19 @@ def without_clashes(students: list[tuple[str, Path]], emit: Callable[[str], None
 
 
 def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assignment, resume: bool = False,
-         notebook: bool = True, emit: Callable[[str], None] | None = None
+         notebook: bool = True, emit: Callable[[str], None] | None = None, sandbox: str | None = None
          ) -> tuple[list[Task], list[records.SubmissionResult]]:
     """``(tasks, kept)``: a Task per student to grade, and the results ``--resume`` keeps: those whose
     fingerprint, of the submission and what decides its grade, is unchanged since they were written, whose
     grading finished, and whose record is a grade of record (sealed by this grader, at the path the student's id
-    gives and naming that student, graded in isolation); anything else is regraded, and ``emit`` says whose. A
+    gives and naming that student, graded in isolation) and, given ``sandbox`` (this run's mode), graded in that
+    mode (a record of another mode is regraded: a grade must not depend on which sandbox a machine offered that
+    day, so a run in one mode never keeps another's); anything else is regraded, and ``emit`` says whose. A
     file of ``results/`` that is no student's record here is left as it is (grade never reads it) and named, since
     ``final-gradebook`` will refuse it."""
     grader = fingerprints.grader_fingerprint(assignment.grading_inputs())
     notebook = notebook and assignment.notebook is not None
-    tasks, kept, distrusted = [], [], []
+    tasks, kept, distrusted, other_mode = [], [], [], []
     for student, folder in students:
         intake = submissions.read_submission(folder, assignment.contract, assignment.notebook if notebook else None)
         files = dict(intake.files)
@@ -119,6 +121,8 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
             if problem:
                 distrusted.append(student)
             # A record whose grading did not finish (the machine too busy, no worker) is no grade: graded again.
+            elif sandbox is not None and previous is not None and previous.sandbox != sandbox:
+                other_mode.append(student)
             elif previous is not None and previous.fingerprint == task.fingerprint and previous.unfinished is None:
                 kept.append(previous)
                 continue
@@ -126,6 +130,9 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
     if distrusted and emit:
         emit(f"--resume: regrading {len(distrusted)} record(s) not sealed by this grader, not the student's own, or "
              f"graded without isolation: {', '.join(ascii(student) for student in distrusted)}")
+    if other_mode and emit:
+        emit(f"--resume: regrading {len(other_mode)} record(s) graded in another sandbox than this run's "
+             f"({sandbox}): {', '.join(ascii(student) for student in other_mode)}")
     stray = strays(out_dir, [student for student, _ in students])
     if stray and emit:
         emit(f"WARNING: {Path(out_dir) / naming.RESULTS} holds files that are no record of this run's students, "

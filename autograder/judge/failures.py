@@ -175,6 +175,12 @@ class MachineBusy(Exception):
     records the student as not graded (``machine_busy``) and the run grades them again on a fresh worker."""
 
 
+class SandboxFault(Exception):
+    """The sandbox, not the submission, failed it: a file intake read and sent was missing in its worker (a worker
+    that could not read its own staged copy). Not a :class:`SubmissionFailure`: no test is charged; the judge
+    records the student as not graded (``sandbox_fault``), for a human to look at and ``--resume`` to regrade."""
+
+
 class ForbiddenCall(SubmissionFailure):
     def __init__(self, name, apis):
         super().__init__()

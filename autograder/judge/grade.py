@@ -163,6 +163,11 @@ class Judge:
             note = f"not graded: the machine was too busy ({failure.reason})"
             return SubmissionResult(student=student, sandbox=sandbox.mode, fingerprint=fingerprint, output=note,
                                     notes=(note,), grader_failures=(failure,))
+        if remote.fault:  # the sandbox's fault, not the student's: no test is charged, a human looks
+            failure = GraderFailure("sandbox_fault", bounded(remote.fault, NOTE_LIMIT))
+            note = f"not graded: the sandbox failed ({failure.reason})"
+            return SubmissionResult(student=student, sandbox=sandbox.mode, fingerprint=fingerprint, output=note,
+                                    notes=(note,), grader_failures=(failure,))
         failures = [GraderFailure(failure.kind, bounded(failure.reason, NOTE_LIMIT)) for failure in failures]
         notes = [bounded(note, NOTE_LIMIT) for note in notes + remote.events + [_note(f) for f in failures]]
         notes = notes[:MAX_NOTES]

@@ -29,7 +29,8 @@ from ..sandbox import clocks
 from ..records import seal
 from ..worker import protocol, text
 from . import ahead
-from .failures import (BadValue, CallTimeout, ForbiddenCall, ImportFailure, MachineBusy, StudentError, SubmissionTimeout,
+from .failures import (BadValue, CallTimeout, ForbiddenCall, ImportFailure, MachineBusy, SandboxFault, StudentError,
+                       SubmissionTimeout,
                        WorkerCrash, clean_record, public_type)
 from ..worker.contract import Contract
 
@@ -207,6 +208,7 @@ class RemoteSubmission:
         self.cpu_before = 0.0  # CPU seconds of this submission's workers already discarded
         self.samples = clocks.Samples()  # what long waits were made of, over the whole submission
         self.busy = ""  # why the machine could not grade this submission (MachineBusy), once it happened
+        self.fault = ""  # why the sandbox could not grade this submission (SandboxFault), once it happened
         self.worker = worker
         self.spare = worker is not None  # started ahead: checked before its first use
         self.generation = 0
@@ -226,6 +228,8 @@ class RemoteSubmission:
     def _worker(self, label):
         if self.busy:  # the student is graded again: nothing more is started for this try
             raise MachineBusy(self.busy)
+        if self.fault:  # the sandbox lost this student's files: nothing more is tried, a human looks
+            raise SandboxFault(self.fault)
         if self.spare:
             self._check_spare()
         if self.worker is None:
@@ -390,6 +394,12 @@ class RemoteSubmission:
                 module = record["module"] if record["module"] in modules else message.get("module")
                 if module not in modules:
                     module = self.contract.names.get(message.get("name"), modules[0])
+                if (record["cause"] or record["type"]) == "MissingFile" and module in self.lines:
+                    # Intake read this file and sent it: a worker that cannot find it lost it (its staged copy
+                    # unreadable to it, say), which no submission can cause and no student is charged for.
+                    self.fault = self.fault or f"{module}.py was handed in and read, but its worker did not find it"
+                    self.events.append(f"sandbox problem: {self.fault}; not graded")
+                    raise SandboxFault(self.fault)
                 failure = ImportFailure(module, record, label, self.contract.names, self.unavailable.get(module, ()),
                                         self.contract.packages)
                 self.broken_modules[module] = failure

@@ -36,13 +36,14 @@ FailureKind = Literal[
     "judge_stopped",  # the judge process died holding this student, twice
     "result_lost",  # the judge reported the student done, but the result could not be read back
     "record_failed",  # the grader's own exception while saving this student's record or writing their reports
+    "sandbox_fault",  # the sandbox lost a file intake read (a worker found it missing): never the student's
     "suite_problem",  # the hidden tests could not all be collected
     "check_crashed",  # a check raised something other than an assertion on this submission's answer
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 # The kinds after which this student's grading did not finish: the result holds no tests.
 UNFINISHED: tuple[FailureKind, ...] = ("no_worker", "machine_busy", "grader_error", "judge_stopped", "result_lost",
-                                       "record_failed")
+                                       "record_failed", "sandbox_fault")
 # What a pending written answer is called on Gradescope, which knows only passed and failed: said in its name, so the
 # list of tests shows it without opening it.
 PENDING_NAME = " (pending: graded by your instructor)"
