@@ -17,7 +17,6 @@ import gc
 import itertools
 import json
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from ..sandbox.head_start import HeadStart
 from ..sandbox.isolation import Sandbox
 from ..sandbox.launch import WorkerFactory
 from ..worker import linux, stand_ins
+from ..worker.tree import remove_tree
 
 NO_WORKER = "no worker could be started"
 RETRIES = 2  # more tries for a student the machine could not grade; then the record says they still need grading
@@ -149,7 +149,18 @@ def _grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: 
     finally:
         if prepared.notebook_worker is not None:  # started ahead, never used (the code is graded again)
             prepared.notebook_worker.close()
-        shutil.rmtree(prepared.scratch, ignore_errors=True)
+        remove_tree(prepared.scratch)  # a student's nest of any depth: never raises
+
+
+@contextlib.contextmanager
+def _scratch_folder() -> Iterator[str]:
+    """A judge's scratch folder, where its workers' folders lie: removed by :func:`remove_tree` however deep a
+    student nested folders there (``TemporaryDirectory``'s cleanup raised RecursionError and stopped the class)."""
+    folder = tempfile.mkdtemp(prefix="judge-")
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)
 
 
 def save_result(result: SubmissionResult, out_dir: str | Path) -> SubmissionResult:
@@ -239,8 +250,7 @@ class WarmJudge:
 
     def __enter__(self) -> "WarmJudge":
         allocator.keep_big_buffers()
-        self._scratch = tempfile.TemporaryDirectory(prefix="judge-")
-        self.scratch_root = self._scratch.name
+        self.scratch_root = tempfile.mkdtemp(prefix="judge-")  # removed by remove_tree: students write below it
         ahead = self.head_start.take(self.sandbox, self.lend) if self.head_start is not None else None
         self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend, zygote=ahead,
                                      notebook=self.notebook is not None)
@@ -276,7 +286,7 @@ class WarmJudge:
     def __exit__(self, *exc_info) -> None:
         gc.unfreeze()  # what this judge froze can be collected again once it is done (a process may start another)
         self.factory.close()
-        self._scratch.cleanup()
+        remove_tree(self.scratch_root)
 
     def fork(self) -> tuple[int, int, int]:
         """Fork a judge that grades the tasks it reads (one JSON line each) and reports each student done; return
@@ -326,7 +336,7 @@ class WarmJudge:
                     os.close(fd)
         tasks = read_tasks(open(tasks_r, encoding="utf-8"))
         done = reporter(open(done_w, "w", encoding="utf-8"))
-        with tempfile.TemporaryDirectory(prefix="judge-") as scratch_root:
+        with _scratch_folder() as scratch_root:
             own = WorkerFactory(self.sandbox, scratch_root, self.assignment, zygote=shared,
                                 notebook=self.notebook is not None)
             try:

@@ -18,10 +18,11 @@ import ctypes
 import errno
 import os
 import platform
-import shutil
 import signal
 import struct
 import time
+
+from .tree import remove_tree
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -282,7 +283,7 @@ def end_user(uid, seconds=5.0, folder=None):
         if not processes_of(uid):
             _remove_owned(uid)
             if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
             return True
         if time.monotonic() > deadline:
             return False
@@ -305,7 +306,7 @@ def _remove_owned(uid):
                 if entry.stat(follow_symlinks=False).st_uid != uid:
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
+                    remove_tree(entry.path)
                 else:
                     os.unlink(entry.path)
             except OSError:
