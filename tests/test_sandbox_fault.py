@@ -53,3 +53,14 @@ def test_resume_keeps_no_record_of_another_sandbox_mode(tmp_path):
     tasks, kept = plan(students, out, LESSON, resume=True, notebook=False, sandbox=other, emit=lines.append)
     assert ([task.student for task in tasks], kept) == (["ada"], [])
     assert any("another sandbox" in line and "'ada'" in line for line in lines), lines
+
+
+def test_a_student_exception_named_missingfile_is_charged_to_the_student(tmp_path):
+    """A submission cannot make itself "not graded" by raising a class of its own called MissingFile on import:
+    only the worker's own record (its mro exactly ``["MissingFile"]``) speaks of a lost file."""
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    folder = copy_package(SOLUTIONS, class_dir / "ada", MODULES)
+    source = folder / f"{LOST}.py"
+    source.write_text("class MissingFile(Exception):\n    pass\n\n\nraise MissingFile('gone')\n" + source.read_text())
+    [result] = grade_class(class_dir, out, skip_notebook=True, emit=lambda line: None)
+    assert result.grader_failures == () and result.tests and result.score < result.max_score

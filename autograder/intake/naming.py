@@ -4,6 +4,7 @@ and every report name a student's files with these, so they sit below all of the
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from ..worker.text import is_valid
@@ -37,12 +38,25 @@ def _escaped(student: str, keep: frozenset, escape: str, long_mark: str) -> str:
     return "".join(prefix) + long_mark + digest
 
 
+def utf8_name(name: str) -> str:
+    """A file name as ``os.listdir`` gives it, read as UTF-8 whatever this process's locale: its bytes
+    (``os.fsencode``) decoded as UTF-8, each byte that is not UTF-8 a lone surrogate U+DC80-U+DCFF. Under a UTF-8
+    locale the name itself; under another, a UTF-8 ``é`` is ``é`` here too, never its bytes' escapes, so a folder
+    has one id on every machine (shards, ``--resume``). A name no file can have (any other surrogate) as it is."""
+    try:
+        return os.fsencode(name).decode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name
+
+
 def folder_id(name: str) -> str:
     """The student id of a class folder named ``name`` (as ``os.listdir`` gives it): the name itself when it is
     valid text, else each code point UTF-8 cannot hold spelled ``/XX`` (a byte that is not UTF-8, which
     ``os.fsdecode`` made U+DC80-U+DCFF; unzip makes ``Müller`` ``b'M\\xfcller'``, graded as ``M/FCller``), or
     ``/uXXXX`` (any other surrogate: none comes from a folder). No folder's name holds a ``/``, so the id is
-    never another folder's, and two names never share one; ``safe_name`` turns the ``/`` into ``%2F``."""
+    never another folder's, and two names never share one; ``safe_name`` turns the ``/`` into ``%2F``. The name
+    is read as UTF-8 whatever the locale (:func:`utf8_name`)."""
+    name = utf8_name(name)
     if is_valid(name):
         return name
     return "".join(char if is_valid(char) else f"/{ord(char) - 0xDC00:02X}" if 0xDC80 <= ord(char) <= 0xDCFF
@@ -51,6 +65,7 @@ def folder_id(name: str) -> str:
 
 def folder_note(name: str) -> str:
     """The note a record gets when its student's folder ``name`` is not valid text (``""`` when it is)."""
+    name = utf8_name(name)
     if is_valid(name):
         return ""
     raw = ascii(name.encode("utf-8", "surrogateescape")) if all(

@@ -394,7 +394,8 @@ class RemoteSubmission:
                 module = record["module"] if record["module"] in modules else message.get("module")
                 if module not in modules:
                     module = self.contract.names.get(message.get("name"), modules[0])
-                if (record["cause"] or record["type"]) == "MissingFile" and module in self.lines:
+                if (record["cause"] or record["type"]) == "MissingFile" and record["mro"] == ["MissingFile"] \
+                        and module in self.lines:  # the worker's own record: a student's class has a longer mro
                     # Intake read this file and sent it: a worker that cannot find it lost it (its staged copy
                     # unreadable to it, say), which no submission can cause and no student is charged for.
                     self.fault = self.fault or f"{module}.py was handed in and read, but its worker did not find it"

@@ -68,6 +68,8 @@ def write(pairs: list, students: list[str], out_dir: str | Path, top: int = 30) 
     write_atomic(table, _csv(pairs))
     write_atomic(page, file_text(render(pairs, students, figure.relative_to(out_dir).as_posix(), top)))
     report = out_dir / "report.md"
-    if report.is_file() and f"]({NAME})" not in report.read_text():
-        write_atomic(report, report.read_text() + link(out_dir))
+    if report.is_file():  # UTF-8, as written (the locale's encoding could not read a non-ASCII id in it)
+        text = report.read_text(encoding="utf-8")
+        if f"]({NAME})" not in text:
+            write_atomic(report, text + link(out_dir))
     return [page, table, figure]
