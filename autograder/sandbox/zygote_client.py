@@ -64,11 +64,12 @@ class ForkedWorker(Channel):
         root = self._root()
         if root is None:
             return []
+        if self.uid is None:  # a namespace's tree, read from its root down: every process of it is below the root
+            return clocks.tree(root)
+        # A confined worker's processes may leave its tree (a double fork), never its user: every process is read.
         links = clocks.parents()
         pids = clocks.tree(root, links)
-        if self.uid is not None:  # a confined worker's processes may leave the tree; never its user
-            pids += processes_of(self.uid, [pid for pid in links if pid not in pids])
-        return pids
+        return pids + processes_of(self.uid, [pid for pid in links if pid not in pids])
 
     def ready(self, deadline):
         """The zygote's hello, once this worker is forked and every worker stopped before it is confirmed gone
