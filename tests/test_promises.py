@@ -16,7 +16,8 @@ from autograder.errors import KitError
 from autograder.judge.hidden_suite import collect_rubric
 from autograder.lesson.promises import Explanation, Promise, Promises, anchor_problems, coverage_problems, docstrings, hidden_names, public_tests, reference_problems, rule_units, sentences, states_a_rule
 from autograder.reports.rubric_page import render_rubric
-from lesson import LESSON, RELEASE, SOLUTIONS
+from autograder.lesson.catalogue import load_catalogue
+from lesson import CATALOGUE, LESSON, RELEASE, SOLUTIONS
 
 SECOND = Path(__file__).resolve().parent / "fixtures" / "vector_norms"
 
@@ -55,6 +56,27 @@ def test_every_rule_sentence_has_a_promise_with_a_hidden_check(kept):
     table, found, _, _ = kept
     problems = coverage_problems(table, found)
     assert not problems, "\n".join(problems)
+
+
+# Anchored checks no single catalogued bug is made to fail, each with the reason. `make test`'s validate run proves
+# every bug fails each check its `catches` names; this table makes sure that list reaches every stated rule.
+UNBROKEN = {
+    "test_gpu_matches_cpu": "runs only where CUDA is: validate --require-cuda (make gpu-check) grades it there",
+    "test_batch_elements_are_independent": "every edit found that mixes a batch's sequences also breaks the "
+                                           "comparison with torch and the order or mask checks: over 2 concepts",
+}
+
+
+def test_every_check_a_promise_names_is_failed_by_a_catalogued_bug_that_breaks_its_rule(kept):
+    """Each stated rule has a mutant violating it: a catalogued bug whose `catches` names the rule's hidden check
+    (validate, in make test, proves it fails there and is charged to at most 2 concepts)."""
+    table, _, _, _ = kept
+    caught = {check for bug in load_catalogue(CATALOGUE / "bugs.toml", "bug") for check in bug.catches}
+    anchored = {check for promise in table.promises for check in promise.hidden}
+    assert set(UNBROKEN) <= anchored, "a reason for a check no promise names"
+    assert not set(UNBROKEN) & caught, "a bug now breaks it: drop it from UNBROKEN"
+    missing = sorted(anchored - caught - set(UNBROKEN))
+    assert not missing, f"no catalogued bug breaks the rule of: {', '.join(missing)}"
 
 
 def test_the_second_lesson_keeps_its_promises():

@@ -93,6 +93,17 @@ def test_a_query_with_every_key_blocked_attends_to_nothing():
     assert torch.allclose(weights[0, [0, 2]].sum(-1), torch.ones(2), atol=1e-5), (
         "the other queries keep their weights, each row summing to 1 over its allowed keys"
     )
+    per_sequence = torch.stack((mask, mask.roll(1, 0)))  # a 3-D mask: sequence 1's query 2 sees no key
+    out, weights = scaled_dot_product_attention(q.expand(2, 3, 4), k.expand(2, 3, 4), v.expand(2, 3, 4),
+                                                mask=per_sequence)
+    assert not (weights.isnan().any() or out.isnan().any()), (
+        "a query with every key blocked attends to nothing, whatever the mask's rank: with a 3-D mask too, look "
+        "for a key left along the last axis, mask.any(dim=-1, keepdim=True)"
+    )
+    assert torch.all(weights[1, 2] == 0) and torch.all(out[1, 2] == 0), (
+        "a query with every key blocked attends to nothing: with a 3-D mask too its row of weights and its "
+        "output must be all zeros"
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=["float", "int"])
@@ -121,6 +132,12 @@ def test_large_scores_stay_finite():
     assert torch.isfinite(weights).all() and torch.isfinite(out).all(), (
         "use a numerically stable softmax (torch.softmax subtracts each row's maximum): exp of large scores "
         "overflows to inf, and inf / inf is nan"
+    )
+    far_apart = torch.tensor([[[40.0, 0.0], [0.0, 0.0], [-40.0, 0.0]]])  # row scores near +1100, 0 and -1100
+    out, weights = scaled_dot_product_attention(far_apart, torch.full((1, 3, 2), 40.0), torch.randn(1, 3, 2))
+    assert torch.isfinite(weights).all() and torch.isfinite(out).all(), (
+        "subtract each row's maximum, not one maximum for all rows: a row far below the largest score "
+        "underflows to 0 / 0 = nan (torch.softmax(scores, dim=-1) does it right)"
     )
 
 
@@ -215,3 +232,5 @@ def test_module_refuses_a_2d_input():
 def test_module_rejects_indivisible_width():
     must_raise_value_error(lambda: MultiHeadAttention(10, 4),
                            "MultiHeadAttention with a d_model that num_heads does not divide")
+    must_raise_value_error(lambda: MultiHeadAttention(10, 0),
+                           "MultiHeadAttention with no heads (zero heads divide nothing)")

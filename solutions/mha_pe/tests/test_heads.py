@@ -62,5 +62,23 @@ def test_combine_puts_each_head_back_in_order(layout):
 def test_split_rejects_indivisible_width_and_wrong_rank():
     must_raise_value_error(lambda: split_heads(torch.randn(2, 5, 10), num_heads=4),
                            "split_heads with a d_model that num_heads does not divide")
+    must_raise_value_error(lambda: split_heads(torch.randn(2, 5, 12), num_heads=0),
+                           "split_heads with no heads (zero heads divide nothing)")
     must_raise_value_error(lambda: split_heads(torch.randn(5, 12), num_heads=4), "split_heads with a 2-D input")
+    must_raise_value_error(lambda: split_heads(torch.randn(2, 3, 5, 12), num_heads=4),
+                           "split_heads with a 4-D input (x must be exactly 3-D)")
     must_raise_value_error(lambda: combine_heads(torch.randn(2, 5, 12)), "combine_heads with a 3-D input")
+
+
+def test_split_and_combine_keep_the_dtype_and_the_device():
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+    split = split_heads(x, 2)
+    assert split.dtype == torch.float64 and combine_heads(split).dtype == torch.float64, (
+        "split_heads and combine_heads only rearrange their input, so they keep its dtype: float64 stays float64"
+    )
+    try:
+        on_meta = combine_heads(split_heads(torch.empty(2, 3, 8, device="meta"), 2))  # a shape-only device
+    except (RuntimeError, NotImplementedError) as error:
+        pytest.fail("split_heads and combine_heads only rearrange their input, so they work on any device: build no "
+                    f"new tensor on a fixed device (tried on PyTorch's meta device) ({error})")
+    assert on_meta.device.type == "meta", "split_heads and combine_heads keep their input's device"

@@ -127,8 +127,21 @@ def test_shift_matrix_moves_the_encoding_by_k(k):
     )
 
 
+def test_shift_matrix_takes_the_base_of_its_encoding():
+    k, base = 3, 100.0
+    position = torch.arange(30, dtype=torch.float64)[:, None]  # (30, 1)
+    angles = position * base ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)  # (30, 4)
+    pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (30, 8), the table for this base
+    moved = pe[:-k] @ shift_matrix(k, 8, base=base).double().T  # row pos: M @ PE[pos]
+    assert torch.allclose(moved, pe[k:], atol=1e-4), (
+        "shift_matrix(k, d_model, base) moves an encoding built with that same base: each pair turns by k times its "
+        "frequency under the base it is given, not under a fixed 10000"
+    )
+
+
 def test_shift_matrix_rejects_odd_width():
     must_raise_value_error(lambda: shift_matrix(1, 5), "shift_matrix with an odd d_model")
+    must_raise_value_error(lambda: shift_matrix(1, 0), "shift_matrix with d_model = 0 (not a positive even integer)")
 
 
 def test_module_adds_the_table_as_a_buffer():
@@ -148,6 +161,10 @@ def test_module_adds_the_table_as_a_buffer():
                     f"sequence in the batch; the whole table, or rows picked by another size, does not fit ({error})")
     assert torch.allclose(out - x, get_positional_encoding(5, 8).expand(2, 5, 8), atol=1e-6), (
         "forward must add the first seq rows of the table to every sequence in the batch"
+    )
+    other_base = PositionalEncoding(8, max_seq_len=20, base=100.0)
+    assert torch.allclose(other_base.pe, get_positional_encoding(20, 8, base=100.0)), (
+        "the module's table is built with the base it is given: pass base on to get_positional_encoding"
     )
 
 

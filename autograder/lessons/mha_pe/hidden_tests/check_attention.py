@@ -120,18 +120,27 @@ MASKED = (*ATTEND, "attention mask")
 
 
 @graded(2, "A query with every key blocked attends to nothing: its weights and its output are zeros, never "
-           "NaN (a row of -inf scores softmaxes to NaN: set such rows to 0).", topic="sdpa-all-blocked")
+           "NaN (a row of -inf scores softmaxes to NaN: set such rows to 0), whatever the mask's rank: look for "
+           "a key left along the key axis, the last one.", topic="sdpa-all-blocked")
 @needs(*MASKED)
 def test_attention_zeroes_queries_with_every_key_blocked(student):
-    """A query with every key blocked gets zero weights and zero output"""
+    """A query with every key blocked gets zero weights and zero output, for masks of every rank"""
     q, k, v = randn(2, 2, 4, 3, seed=31), randn(2, 2, 5, 3, seed=32), randn(2, 2, 5, 2, seed=33)
-    mask = torch.tensor([[True, False, True, False, False], [False] * 5, [True] * 5, [False] * 5])  # rows 1, 3
-    out, weights = pair(student.scaled_dot_product_attention(q, k, v, mask=mask))
-    tensor(out, (2, 2, 4, 2))
-    tensor(weights, (2, 2, 4, 5))
-    assert bool(out.isfinite().all() and weights.isfinite().all()), "NaN or inf where every key is blocked"
-    close(weights[..., 1::2, :], torch.zeros(2, 2, 2, 5), atol=0)
-    close(out[..., 1::2, :], torch.zeros(2, 2, 2, 2), atol=0)
+    rows = torch.tensor([[True, False, True, False, False], [False] * 5, [True] * 5, [False] * 5])  # rows 1, 3
+    # The same rule for a 3-D and a 4-D mask, whose fully blocked queries differ from head to head and from
+    # sequence to sequence: a fix that looks for a key left along another axis than the last misses them.
+    masks = (rows, torch.stack((rows, rows.roll(1, 0))), torch.stack((rows.roll(1, 0), rows))[:, None])
+    later = Calls(student)
+    answers = [later(lambda mask=mask: student.scaled_dot_product_attention(q, k, v, mask=mask)) for mask in masks]
+    for mask, answer in zip(masks, answers):  # every call before any read
+        out, weights = pair(answer.get())
+        tensor(out, (2, 2, 4, 2))
+        tensor(weights, (2, 2, 4, 5))
+        assert bool(out.isfinite().all() and weights.isfinite().all()), (
+            f"NaN or inf where every key is blocked, with a {mask.dim()}-D mask")
+        blocked = ~mask.expand(2, 2, 4, 5).any(dim=-1)  # (batch, heads, seq_q): queries left with no key
+        close(weights[blocked], torch.zeros(int(blocked.sum()), 5), atol=0)
+        close(out[blocked], torch.zeros(int(blocked.sum()), 2), atol=0)
 
 
 @graded(1, "A mask must be a boolean tensor (True = may attend): a float or integer mask is ambiguous, so "
@@ -154,20 +163,30 @@ def test_attention_rejects_a_non_boolean_mask(student):
 
 
 @graded(2, "Use a numerically stable softmax (torch.softmax subtracts each row's maximum): exponentiating "
-           "raw large scores overflows to inf and nan.", topic="sdpa-stability")
+           "raw large scores overflows to inf and nan, and subtracting one maximum for all rows underflows a row "
+           "far below it to 0 / 0.", topic="sdpa-stability")
 @needs(*ATTEND)
 def test_attention_is_stable_on_large_scores(student):
-    """Large scores give finite, correct weights"""
+    """Large scores give finite, correct weights, in rows far apart too"""
     # An extra feature adds the same huge number to every score: a stable softmax gives the weights it gives
     # without it (whatever its scale or axis), an unstable one overflows.
     q, k, v = randn(1, 2, 3, 4, seed=13), randn(1, 2, 3, 4, seed=14), randn(1, 2, 3, 2, seed=15)
     big, small = torch.full((1, 2, 3, 1), 30.0), torch.zeros(1, 2, 3, 1)  # scores + 900 / sqrt(5): exp overflows
-    out, weights = pair(student.scaled_dot_product_attention(torch.cat((q, small), -1), torch.cat((k, small), -1), v))
-    big_out, big_weights = pair(student.scaled_dot_product_attention(torch.cat((q, big), -1), torch.cat((k, big), -1),
-                                                                     v))
+    # Then a huge number of its own for each query, far apart (+400, 0, -400): one row's shift changes no weight
+    # of a row-wise softmax, and one maximum for all rows leaves the lowest row 0 / 0. Only finiteness is asked
+    # of it, so a softmax over another axis (charged by its own check) keeps these points.
+    apart = torch.tensor([30.0, 0.0, -30.0]).reshape(1, 1, 3, 1).expand(1, 2, 3, 1)
+    later = Calls(student)
+    plain, shifted, spread = (later(lambda a=a, b=b: student.scaled_dot_product_attention(
+        torch.cat((q, a), -1), torch.cat((k, b), -1), v)) for a, b in ((small, small), (big, big), (apart, big)))
+    out, weights = pair(plain.get())  # every call before any read
+    big_out, big_weights = pair(shifted.get())
     assert bool(big_weights.isfinite().all() and big_out.isfinite().all()), "inf or nan"
     close(big_weights, weights, atol=1e-4)
     close(big_out, out, atol=1e-4)
+    far_out, far_weights = pair(spread.get())
+    assert bool(far_weights.isfinite().all() and far_out.isfinite().all()), (
+        "inf or nan in a row whose scores are far below another row's (one maximum for all rows?)")
 
 
 def _layers(student, bias, attributes=()):
@@ -345,12 +364,15 @@ def test_batch_elements_are_independent(student):
 
 
 @graded(2, "MultiHeadAttention raises ValueError when d_model is not divisible by num_heads: heads must split "
-           "the width evenly.", topic="validation")
+           "the width evenly (zero heads divide nothing).", topic="validation")
 @needs("MultiHeadAttention")
 def test_indivisible_width_raises_value_error(student):
-    """An indivisible d_model raises ValueError"""
-    with student_raises("ValueError"):
-        student.MultiHeadAttention(10, 4)
+    """An indivisible d_model, or no heads at all, raises ValueError"""
+    later = Calls(student)
+    answers = [later(lambda heads=heads: student.MultiHeadAttention(10, heads)) for heads in (4, 0)]
+    for answer in answers:  # every call before any read
+        with student_raises("ValueError"):
+            answer.get()
 
 
 @graded(1, "forward takes exactly 3-D input (batch, seq, d_model) and raises ValueError for any other rank "

@@ -70,13 +70,15 @@ def test_combine_places_heads_in_order(student, reference):
     close(student.combine_heads(x), reference.combine_heads(x), atol=0)
 
 
-@graded(2, "Bad shapes raise ValueError: split_heads needs a 3-D input whose width num_heads divides, "
-           "combine_heads a 4-D input.", topic="validation")
+@graded(2, "Bad shapes raise ValueError: split_heads needs an exactly 3-D input whose width num_heads divides "
+           "(zero heads divide nothing), combine_heads a 4-D input.", topic="validation")
 def test_bad_shapes_raise_value_error(student):
     """Bad shapes raise ValueError"""
     later = Calls(student)
     answers = [later(lambda: student.split_heads(torch.zeros(2, 5, 10), 4)),  # every call before any read
+               later(lambda: student.split_heads(torch.zeros(2, 5, 12), 0)),
                later(lambda: student.split_heads(torch.zeros(5, 12), 4)),
+               later(lambda: student.split_heads(torch.zeros(2, 3, 5, 12), 4)),  # more than 3-D is refused too
                later(lambda: student.combine_heads(torch.zeros(2, 5, 12)))]
     for answer in answers:
         with student_raises("ValueError"):

@@ -18,6 +18,7 @@ from autograder.worker.protocol import device_of
 
 GROUP = "positional_encoding"
 EVEN = range(2, 65, 2)
+BASE_OF_MODULE = 100.0  # a base other than the default: a module that drops its base keeps the default's table
 TABLE = ("get_positional_encoding",)
 MODULE = (*TABLE, "PositionalEncoding")
 
@@ -237,23 +238,31 @@ def test_shift_matrix_uses_its_base(student, reference):
 
 @graded(1, "shift_matrix raises ValueError for a d_model that is not a positive even integer.", topic="validation")
 def test_shift_matrix_rejects_odd_width(student):
-    """shift_matrix rejects an odd d_model"""
-    with student_raises("ValueError"):
-        student.shift_matrix(1, 5)
+    """shift_matrix rejects a d_model that is odd, zero or negative"""
+    later = Calls(student)
+    answers = [later(lambda d_model=d_model: student.shift_matrix(1, d_model)) for d_model in (5, 0, -4)]
+    for answer in answers:  # every call before any read
+        with student_raises("ValueError"):
+            answer.get()
 
 
-@graded(3, "The table is fixed, not learned: register it as a buffer named pe, so the module has no "
-           "parameters and the table moves with .to(device) and .to(dtype).", topic="pe-buffer")
+@graded(3, "The table is fixed, not learned: register it as a buffer named pe, built with the sizes and "
+           "the base it is given, so the module has no parameters and the table moves with .to(device) and .to(dtype).",
+        topic="pe-buffer")
 @needs(*MODULE)
 def test_module_keeps_the_table_as_a_buffer(student, reference):
-    """PositionalEncoding keeps the table in a buffer named pe and has no parameters"""
-    module = student.PositionalEncoding(8, max_seq_len=20)
+    """PositionalEncoding keeps the table for its own base in a buffer named pe and has no parameters"""
+    module = student.PositionalEncoding(8, max_seq_len=20, base=BASE_OF_MODULE)
     state = module.tensors()
     assert isinstance(state, dict) and state.get("parameters") == {}, "has parameters"
     pe = tensor(state["buffers"].get("pe"), (20, 8))
-    # It holds the table (the reference's, or the student's own: the table checks judge its values) ...
-    if not is_close(pe, reference.get_positional_encoding(20, 8)):
-        close(pe, tensor(student.get_positional_encoding(20, 8), (20, 8)))
+    # It holds the table for the module's base (the reference's, or the student's own for that base: the table
+    # checks judge its values; a table that ignores its base is charged there, not here) ...
+    if not is_close(pe, reference.get_positional_encoding(20, 8, BASE_OF_MODULE)):
+        own = tensor(student.get_positional_encoding(20, 8, BASE_OF_MODULE), (20, 8))
+        assert is_close(pe, own) or not is_close(pe, reference.get_positional_encoding(20, 8)), (
+            "the buffer holds the table for the default base 10000, not for the base the module was given")
+        close(pe, own)
     # What forward adds is the forward check's concern; the buffer's is to be the table and to move with the module.
     moved = tensor(module.to(torch.float64).tensors()["buffers"].get("pe"), (20, 8), torch.float64)
     close(moved, pe)
