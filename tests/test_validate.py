@@ -1,5 +1,6 @@
 """``python -m autograder validate``: known submissions through the grade path; its report is printed."""
 
+import re
 import subprocess
 from dataclasses import replace
 
@@ -15,6 +16,16 @@ from autograder.commands.validate import (assess, charged_to, diagnosis_matrix, 
 from autograder.lesson import assignment as assignments
 
 
+# The checks of the helpers themselves (each function's own, and the one that reads every function's inputs).
+HEADS_CHECKS = {"test_split_shape", "test_heads_are_contiguous_chunks", "test_split_keeps_tokens_apart",
+                "test_combine_shape", "test_round_trip", "test_combine_places_heads_in_order",
+                "test_heads_keep_the_dtype", "test_heads_work_on_any_device", "test_bad_shapes_raise_value_error",
+                "test_inputs_are_left_unchanged"}
+TABLE_CHECKS = {"test_table_shape_and_dtype", "test_starts_at_position_zero", "test_sines_even_cosines_odd",
+                "test_frequency_exponent", "test_values_follow_the_formula", "test_base_argument_is_used",
+                "test_bad_sizes_raise_value_error", "test_table_is_vectorized", "test_encoding_obeys_the_shift_identity"}
+
+
 def test_validate_passes_and_prints_the_report(capsys):
     lines = []
     ok = validate(jobs=2, emit=lines.append)
@@ -26,7 +37,14 @@ def test_validate_passes_and_prints_the_report(capsys):
     assert ok, "\n".join(line for line in lines if "WRONG" in line or "*" in line or "precision" in line)
     assert "(100%)" in report
     matrix = report.split("diagnosis matrix", 1)[1]
-    assert "split-view-without-transpose [heads-tokens, order]: test_split_keeps_tokens_apart (heads-tokens)" in matrix
+    assert "split-view-without-transpose [heads-tokens, order] -6: test_split_keeps_tokens_apart (heads-tokens)" in matrix
+    # No catalogued mistake in a helper takes the points of the checks built on it: a check waits for a helper only
+    # when it checks that helper (the code built on it runs with its stand-in).
+    waits = re.findall(r"(test_\w+) \([\w-]+, waits for (\w+)\)", matrix)
+    helpers = {"split_heads": HEADS_CHECKS, "combine_heads": HEADS_CHECKS, "get_positional_encoding": TABLE_CHECKS}
+    assert waits and all(test in helpers[part] for test, part in waits if part in helpers), waits
+    assert re.search(r"checks waiting for a broken part: \d+ \([\d.]+ points\) over all bugs; graded with a "
+                     r"stand-in for one instead: [1-9]\d*", report)
     assert "diagnosis precision:" in report
 
 

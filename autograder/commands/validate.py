@@ -40,6 +40,8 @@ class Verdict:
     ok: bool
     problem: str = ""
     failures: tuple = field(default=())  # bugs: ((test id, concept it is charged to, on the bug's concepts), ...)
+    waiting: tuple = field(default=())  # bugs: ((test id, the part it waited for, its points), ...): not checked
+    stood_in: tuple = field(default=())  # bugs: ((test id, the parts it ran with stand-ins for), ...)
 
 
 def charged_to(test, topic):
@@ -110,7 +112,11 @@ def assess(results, bugs, variants, topics, require_cuda=False):
             ok, problem = False, f"skipped with CUDA required: {', '.join(skipped)}"
         if grader_notes:
             ok, problem = False, "; ".join(grader_notes)[:300]
-        verdicts.append(Verdict(student, kind, result.score, result.max_score, ok, problem, failures))
+        waiting = tuple((test.id, test.blocked_by, test.max_score) for test in result.tests
+                        if test.status == "failed" and test.blocked_by)
+        stood_in = tuple((test.id, test.stood_in) for test in result.tests if test.stood_in)
+        verdicts.append(Verdict(student, kind, result.score, result.max_score, ok, problem, failures, waiting,
+                                stood_in))
     return verdicts
 
 
@@ -122,13 +128,28 @@ def precision(verdicts):
 
 def diagnosis_matrix(verdicts, bugs):
     """Lines: each bug, its declared concepts, and the tests it fails (``*`` marks one off those concepts)."""
-    lines = ["diagnosis matrix (bug [its concepts]: tests it fails, charged to concept; * = off its concepts)"]
+    lines = ["diagnosis matrix (bug [its concepts] -points lost: tests it fails, charged to concept, the part a test "
+             "waited for; * = off its concepts; + n with stand-ins: checks of other code graded with a working part)"]
     for verdict in verdicts:
         if verdict.kind != "bug":
             continue
-        shown = ", ".join(f"{'*' if not on else ''}{test_id} ({concept})" for test_id, concept, on in verdict.failures)
-        lines.append(f"  {verdict.student} [{', '.join(bugs[verdict.student].topics)}]: {shown or 'nothing'}")
+        waits = {test_id: part for test_id, part, _ in verdict.waiting}
+        shown = ", ".join(f"{'*' if not on else ''}{test_id} ({concept}"
+                          f"{', waits for ' + waits[test_id] if test_id in waits else ''})"
+                          for test_id, concept, on in verdict.failures)
+        stood = f"; + {len(verdict.stood_in)} with stand-ins" if verdict.stood_in else ""
+        lines.append(f"  {verdict.student} [{', '.join(bugs[verdict.student].topics)}] "
+                     f"-{verdict.max_score - verdict.score:g}: {shown or 'nothing'}{stood}")
     return lines
+
+
+def waiting_summary(verdicts) -> str:
+    """One line: the checks over all bugs that waited for a broken part (not checked, their points not earned),
+    and those graded with a stand-in for one instead."""
+    waiting = [item for verdict in verdicts if verdict.kind == "bug" for item in verdict.waiting]
+    stood = sum(len(verdict.stood_in) for verdict in verdicts if verdict.kind == "bug")
+    return (f"checks waiting for a broken part: {len(waiting)} ({sum(points for _, _, points in waiting):g} points) "
+            f"over all bugs; graded with a stand-in for one instead: {stood}")
 
 
 def _cuda_check():
@@ -186,6 +207,7 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
             emit(f"  bug {verdict.student}: {verdict.problem}")
     emit(f"diagnosis precision: {on}/{total} failing tests on their bug's concepts ({100 * share:.1f}%, "
          f"goal {100 * PRECISION_GOAL:.0f}%)")
+    emit(waiting_summary(verdicts))
     penalized = [v for v in verdicts if v.kind == "variant" and not v.ok]
     emit(f"correct variants keeping their points: {len(variants) - len(penalized)}/{len(variants)}")
     for verdict in penalized:

@@ -167,13 +167,19 @@ class HiddenSuite:
         return outcomes
 
 
+def check_key(case: Case) -> tuple[str, str, str]:
+    """The name a running hidden test goes by in its ``student``'s records (``checking``): as unique as pytest's
+    node id."""
+    return case.function.__module__, case.function.__qualname__, case.entry.id
+
+
 def call(case: Case, fixtures: dict[str, Any]) -> Outcome:
     """Call one hidden test; its outcome as a value, whatever it raised."""
     kwargs = {name: fixtures[name] for name in case.fixtures}
     kwargs.update(case.params)
     # The test, named as uniquely as pytest's node id, names its plans (judge/ahead.py).
     checking = getattr(fixtures.get("student"), "checking", None)
-    test = (case.function.__module__, case.function.__qualname__, case.entry.id)
+    test = check_key(case)
     try:
         with checking(test) if checking is not None else contextlib.nullcontext(), _calls_ahead(case.function, kwargs):
             case.function(**kwargs)

@@ -220,6 +220,8 @@ class RemoteSubmission:
         self.plans = plans  # the judge's plans, made once for every submission (None: each made here)
         self.check = None  # the hidden test running now (checking), which names its plans
         self.batch_failed = False
+        self.stand_ins = {}  # contract name -> the stand-in's source, bound in the worker for now (standing_in)
+        self.stood_in = {}  # the hidden test -> the names it used stand-ins for (its result says so)
         self.outputs = []
         self.cuda = None
 
@@ -461,6 +463,7 @@ class RemoteSubmission:
         if static:
             raise ForbiddenCall(label, static)
         worker = self._ensure_module(self.contract.names[name], label)
+        worker = self._bind_stand_ins(worker, label)
         try:
             blobs = None
             if self.ahead is not None:
@@ -486,6 +489,33 @@ class RemoteSubmission:
             yield
         finally:
             self.ahead = planned
+
+    @contextlib.contextmanager
+    def standing_in(self, sources: dict[str, str]):
+        """Within the block, the worker runs ``sources``' stand-ins (contract name -> source text defining it, the
+        lesson's own recipe) wherever the submission uses its own objects of those names, so the code built on a
+        broken part is graded with a part that works (the worker binds them: :mod:`autograder.worker.part_stand_ins`).
+        Every call is asked alone (no reply a batch got without them is taken); the hidden test running
+        (:meth:`checking`) is recorded as graded with them; after the block the student's own objects are back."""
+        if self.check is not None:
+            self.stood_in.setdefault(self.check, set()).update(sources)
+        planned, before, self.ahead, self.stand_ins = self.ahead, self.stand_ins, None, dict(sources)
+        try:
+            yield
+        finally:
+            self.ahead, self.stand_ins = planned, before
+
+    def _bind_stand_ins(self, worker, label):
+        """``worker`` with the stand-ins of now bound (sent when they differ from what it has bound)."""
+        bound = getattr(worker, "stand_ins", {})
+        if bound == self.stand_ins:
+            return worker
+        for name in self.stand_ins:  # the files whose names they replace, imported
+            self._ensure_module(self.contract.names[name], label)
+        worker = self._worker(label)
+        self._exchange(worker, {"op": "stand_in", "sources": self.stand_ins}, label)
+        worker.stand_ins = dict(self.stand_ins)
+        return worker
 
     @contextlib.contextmanager
     def checking(self, test: Hashable):

@@ -101,8 +101,10 @@ class Assignment:
 
     def grading_inputs(self) -> list[Path]:
         """Every file whose content decides a grade (beyond the engine's code): the reference package's Python
-        files, the hidden tests, the warm-up, the notebook and its release, the descriptor itself."""
+        files, the hidden tests, the lesson folder's Python files (its stand-ins, its hooks), the warm-up, the notebook
+        and its release, the descriptor itself."""
         inputs = [self.descriptor, *sorted(self.solutions.rglob("*.py")), *sorted(self.hidden_tests.rglob("*.py"))]
+        inputs += [path for path in sorted(self.folder.rglob("*.py")) if path not in inputs]
         inputs += [path for path in (self.warm_up, self.source_notebook(), self.released_notebook()) if path]
         return inputs
 

@@ -166,6 +166,9 @@ class TestResult:
     concept: str = ""
     happened: str = ""
     cause: Cause | None = None
+    # The parts this check ran with the lesson's stand-ins for (they fail their own checks): its points are its
+    # own code's, earned or lost with a working part in place of the broken one.
+    stood_in: tuple[str, ...] = ()
 
     @property
     def counted(self) -> bool:
@@ -187,6 +190,8 @@ class TestResult:
         extra.update({key: value for key, value in (("concept", self.concept), ("happened", self.happened)) if value})
         if self.cause is not None:
             extra["cause"] = self.cause.to_json()
+        if self.stood_in:
+            extra["stood_in"] = list(self.stood_in)
         if not self.counted:  # Gradescope knows only passed and failed; a 0/0 test without a status is neutral
             del record["status"]
             record["extra_data"]["counted"] = False
@@ -217,7 +222,13 @@ class TestResult:
             id=str(extra.get("id", "")), blocked_by=str(extra.get("blocked_by", "")),
             charged_to=str(extra.get("charged_to", "")), concept=concept, happened=happened,
             cause=Cause.from_json(extra.get("cause")),
+            stood_in=_names(extra.get("stood_in")),
         )
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A record's list of part names, as kept: strings only, bounded."""
+    return tuple(str(name)[:100] for name in value[:20] if isinstance(name, str)) if isinstance(value, list) else ()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..records.results import SubmissionResult
 from .escape import markdown, plain, visible
-from .feedback_view import score_line, view, write_each  # noqa: F401  (score_line: its old home)
+from .feedback_view import FIX_FIRST_INTRO, FixFirst, score_line, view, write_each  # noqa: F401  (score_line: its old home)
 
 
 def render(result: SubmissionResult) -> str:
@@ -30,12 +30,15 @@ def render(result: SubmissionResult) -> str:
             lines.append(f"- **{check.name}** ({check.score:g}/{check.max_score:g}): {concept}")
             if check.happened:
                 lines.append(f"  - What happened: `{_inline(check.happened)}`")
+            if check.stood_in:
+                lines.append(f"  - {check.stand_in_words().capitalize()}")
             lines += _comment(check.comment)
         lines.append("")
     if shown.passed:
         lines += ["## Passed", ""]
         for check in shown.passed:
-            lines += [f"- {check.name} ({check.max_score:g})", *_comment(check.comment)]
+            stand_in = f"; {check.stand_in_words()}" if check.stood_in else ""
+            lines += [f"- {check.name} ({check.max_score:g}){stand_in}", *_comment(check.comment)]
         lines.append("")
     if shown.missed:
         lines += ["## Also review", "", *(f"- {concept}" for concept in shown.missed), ""]
@@ -65,15 +68,12 @@ def _comment(comment: str) -> list[str]:
     return [f"  - Grader's comment: {first}", *(f"    {line}" if line.strip() else "" for line in rest)]
 
 
-def _fix_first(parts: tuple[tuple[str, int, float], ...]) -> list[str]:
-    """One line per part whose failure kept other checks from running: fix it first, those checks follow it."""
+def _fix_first(parts: tuple[FixFirst, ...]) -> list[str]:
+    """One line per part whose failure other checks met: fix it first."""
     if not parts:
         return []
-    lines = ["## Fix first", "",
-             "These parts fail their own checks, and other checks use them, so those could not check their own "
-             "ideas yet (their points are not earned until they can). Fix these parts first:", ""]
-    lines += [f"- `{part}`: {count} further check(s), {points:g} points, wait for it"  # the hidden tests' words
-              for part, count, points in parts]
+    lines = ["## Fix first", "", FIX_FIRST_INTRO, ""]
+    lines += [f"- `{part.part}`: {part.words()}" for part in parts]  # the hidden tests' words
     return [*lines, ""]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..records.results import SubmissionResult
 from .escape import plain, visible
-from .feedback_view import view, write_each
+from .feedback_view import FIX_FIRST_INTRO, view, write_each
 
 WIDTH = 78
 
@@ -67,11 +67,9 @@ def render(result: SubmissionResult) -> str:
     lines.append("")
     if shown.fix_first:
         lines += _heading("Fix first")
-        lines += textwrap.wrap("These parts fail their own checks, and other checks use them, so those could not "
-                               "check their own ideas yet (their points are not earned until they can). Fix these "
-                               "parts first:", WIDTH) + [""]
-        for part, count, points in shown.fix_first:
-            lines += _item(f"{part}: {count} further check(s), {points:g} points, wait for it")
+        lines += textwrap.wrap(FIX_FIRST_INTRO, WIDTH) + [""]
+        for part in shown.fix_first:
+            lines += _item(f"{part.part}: {part.words()}")
         lines.append("")
     if shown.failed:
         lines += _heading("To work on")
@@ -79,12 +77,15 @@ def render(result: SubmissionResult) -> str:
             lines += _item(f"{check.name} ({check.score:g}/{check.max_score:g}): {plain(check.concept)}")
             if check.happened:
                 lines += _item(f"What happened: {plain(check.happened)[:400]}", indent=2)
+            if check.stood_in:
+                lines += _item(check.stand_in_words().capitalize(), indent=2)
             lines += _comment(check.comment)
         lines.append("")
     if shown.passed:
         lines += _heading("Passed")
         for check in shown.passed:
-            lines += [*_item(f"{check.name} ({check.max_score:g})"), *_comment(check.comment)]
+            stand_in = f"; {check.stand_in_words()}" if check.stood_in else ""
+            lines += [*_item(f"{check.name} ({check.max_score:g}){stand_in}"), *_comment(check.comment)]
         lines.append("")
     if shown.missed:
         lines += _heading("Also review")

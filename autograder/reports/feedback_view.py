@@ -51,6 +51,36 @@ class Check:
     happened: str = ""
     quotes_student: bool = False  # a notebook check's words may quote the student's answer: escape them
     comment: str = ""
+    stood_in: tuple[str, ...] = ()  # parts it ran with a working stand-in for (they fail their own checks)
+
+    def stand_in_words(self) -> str:
+        """The line saying which parts this check ran with stand-ins for ("" when none)."""
+        if not self.stood_in:
+            return ""
+        return (f"checked with a working stand-in for {', '.join(self.stood_in)} (yours fails its own checks), so "
+                "these points are your other code's own")
+
+
+# The "Fix first" section's opening, in both formats.
+FIX_FIRST_INTRO = ("These parts fail their own checks, and other checks use them. Checks of the code built on them "
+                   "ran with a working stand-in in their place, so that code earns its own points; checks that need "
+                   "the part itself wait for it (not earned until it works). Fix these parts first:")
+
+
+@dataclass(frozen=True)
+class FixFirst:
+    """A part that fails its own checks and that other checks use."""
+
+    part: str
+    waiting: int  # checks that wait for it (not checked yet)
+    points: float  # their points
+    stood_in: int  # checks of the code built on it that ran with a stand-in for it
+
+    def words(self) -> str:
+        said = [f"{self.waiting} further check(s), {self.points:g} points, wait for it"] if self.waiting else []
+        if self.stood_in:
+            said.append(f"{self.stood_in} check(s) of the code built on it ran with a working stand-in for it")
+        return "; ".join(said)
 
 
 @dataclass(frozen=True)
@@ -70,7 +100,7 @@ class FeedbackView:
     unfinished: bool
     notices: tuple[str, ...]
     parts: tuple[tuple[str, float, float], ...]  # (part, score, maximum)
-    fix_first: tuple[tuple[str, int, float], ...]  # (part, checks waiting for it, their points)
+    fix_first: tuple[FixFirst, ...]
     failed: tuple[Check, ...]
     passed: tuple[Check, ...]
     missed: tuple[str, ...]  # concepts of hidden checks missed, each once
@@ -102,7 +132,7 @@ def _check(test: TestResult) -> Check:
     if comment:
         return Check(test.name, test.score, test.max_score, GRADED, comment=comment)
     if test.concept:  # a hidden test: the concept and what happened, kept apart in the record
-        return Check(test.name, test.score, test.max_score, test.concept, test.happened)
+        return Check(test.name, test.score, test.max_score, test.concept, test.happened, stood_in=test.stood_in)
     return Check(test.name, test.score, test.max_score, test.output.strip(), "", test.group == "notebook")
 
 
@@ -113,11 +143,14 @@ def view(result: SubmissionResult) -> FeedbackView:
     blocked = [test for test in checks if test.status == "failed" and test.blocked_by]
     hidden = [test for test in checks if test.visibility not in SHOWN and test.counted]
     failed = tuple(_check(test) for test in checks if test.status == "failed" and test.visibility in SHOWN)
-    passed = tuple(Check(test.name, test.score, test.max_score, comment=instructor_comment(test))
+    passed = tuple(Check(test.name, test.score, test.max_score, comment=instructor_comment(test),
+                         stood_in=test.stood_in)
                    for test in checks if test.status == "passed" and test.visibility in SHOWN)
-    fix_first = tuple((part, len(mine), sum(test.max_score for test in mine))
-                      for part in dict.fromkeys(test.blocked_by for test in blocked)
-                      for mine in [[test for test in blocked if test.blocked_by == part]])
+    stood_in = [test for test in checks if test.stood_in]
+    parts = dict.fromkeys([test.blocked_by for test in blocked] + [part for test in stood_in for part in test.stood_in])
+    fix_first = tuple(FixFirst(part, len(mine), sum(test.max_score for test in mine),
+                               sum(part in test.stood_in for test in stood_in))
+                      for part in parts for mine in [[test for test in blocked if test.blocked_by == part]])
     return FeedbackView(
         student=result.student, score_line=score_line(result), unfinished=result.unfinished is not None,
         notices=tuple(result.notices),

@@ -31,6 +31,7 @@ import torch
 from .contract import Contract, copies, resolve_path
 from .cpu_rerun import rerun_on_cpu
 from .operator_watch import keep_compiled_attention_unfused, record_into, watch_operators
+from .part_stand_ins import StandIns
 from .protocol import DTYPES, MAX_DEPTH, MAX_NODES, decode, encode
 
 MESSAGE_LIMIT = 400
@@ -94,6 +95,7 @@ class Session:
         package.__getattr__ = self.lookup  # what the trusted __init__.py exports: ``from <package> import X``
         sys.modules[contract.package] = package
         self.notebook = None  # the notebook's runner, made by its first cell
+        self.stand_ins = StandIns()  # the judge's stand-ins for broken parts, bound now
 
     # ------------------------------------------------------------ errors
 
@@ -226,6 +228,16 @@ class Session:
             override = decode(message["override"], blobs)
             return torch.func.functional_call(_module(target), override, tuple(args), kwargs, strict=False)
         return run_call(getattr(target, name), args, kwargs, message.get("report_changes") is True)
+
+    def op_stand_in(self, message, blobs):
+        """Bind the judge's stand-ins (``sources``: contract name -> source text) in place of the student's
+        objects of those names, after putting back any bound before; an empty ``sources`` only puts them back."""
+        sources = message.get("sources")
+        if not isinstance(sources, dict) or not all(name in self.contract.names and isinstance(source, str)
+                                                    for name, source in sources.items()):
+            raise LookupError("stand-ins for names outside the assignment")
+        self.stand_ins.install(self.modules, self.lookup, sources)
+        return None
 
     def op_attr(self, message, blobs):
         return getattr(self._object(message["handle"]), message["name"])

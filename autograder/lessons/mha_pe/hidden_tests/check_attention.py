@@ -9,7 +9,7 @@ tests); structure and gradients are fetched as tensors and confirmed by recomput
 import torch
 
 from autograder.judge.rubric import graded
-from .support import MODULE_PARTS, PROJECTIONS, Calls, close, each_case, expected_attention, first, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
+from .support import MODULE_PARTS, PROJECTIONS, Calls, close, each_case, expected_attention, first, graded_on_its_own, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
 
 ATTEND = ("scaled_dot_product_attention",)
 MODULE = (*MODULE_PARTS, "MultiHeadAttention")  # the parts first: a module check waits for the parts it uses
@@ -150,16 +150,25 @@ def test_attention_rejects_a_non_boolean_mask(student):
     q, later = randn(1, 2, 3, 4, seed=34), Calls(student)
     answers = [later(lambda mask=mask: student.scaled_dot_product_attention(q, q, q, mask=mask))
                for mask in (torch.ones(3, 3), torch.ones(3, 3, dtype=torch.long))]  # every call before any read
-    module = later(lambda: student.MultiHeadAttention(8, 2))
-    forward = later(lambda: module.get()(randn(2, 3, 8, seed=35), mask=torch.ones(3, 3)))
+    planned = [_module_with_a_float_mask(student, later)]
     with first(student, *ATTEND):
         for answer in answers:
             with student_raises("TypeError"):
                 answer.get()
-    with first(student, *MODULE):
+
+    def module_refuses():  # the planned calls first; graded again (a stand-in for a broken part), calls anew
+        module, forward = planned.pop() if planned else _module_with_a_float_mask(student, Calls(student))
         module.get()
         with student_raises("TypeError"):
             forward.get()
+
+    graded_on_its_own(student, MODULE, ("MultiHeadAttention",), module_refuses)
+
+
+def _module_with_a_float_mask(student, later):
+    """A module and its forward given a float mask, as calls of ``later``."""
+    module = later(lambda: student.MultiHeadAttention(8, 2))
+    return module, later(lambda: module.get()(randn(2, 3, 8, seed=35), mask=torch.ones(3, 3)))
 
 
 @graded(2, "Use a numerically stable softmax (torch.softmax subtracts each row's maximum): exponentiating "
@@ -231,7 +240,7 @@ def test_projections_have_biases(student):
            "per-head weights (batch, num_heads, seq, seq). Any sizes work, including batch 1, sequence "
            "length 1, one head and head_dim 1.", topic="mha-shapes")
 @each_case(batch=range(1, 4), seq=range(1, 6), heads=range(1, 5), head_dim=range(1, 4))
-@needs(*MODULE_PARTS)
+@needs(*MODULE_PARTS, own="MultiHeadAttention")
 def test_module_shapes(student, batch, seq, heads, head_dim):
     """MultiHeadAttention returns the right shapes"""
     d_model = heads * head_dim
@@ -279,7 +288,7 @@ def test_module_matches_torch_weights(student):
 @graded(3, "The mask reaches every head: a (seq, seq) boolean mask (True = may attend) applies to all heads "
            "and batch elements, as torch.nn.MultiheadAttention applies its inverted attn_mask.",
         visibility="hidden", topic="mha-mask")
-@needs(*MODULE, "attention mask")
+@needs(*MODULE, "attention mask", own="MultiHeadAttention")
 def test_module_mask(student):
     """A causal mask reaches every head"""
     x = randn(2, 5, 8, seed=19)
@@ -301,7 +310,7 @@ def test_module_mask(student):
 @graded(2, "A (batch, 1, 1, seq) padding mask reaches every head and query of its own sequence: each sequence's "
            "blocked keys get no weight, as torch.nn.MultiheadAttention's key_padding_mask blocks them.",
         visibility="hidden", topic="mha-mask")
-@needs(*MODULE, "attention mask")
+@needs(*MODULE, "attention mask", own="MultiHeadAttention")
 def test_module_accepts_a_padding_mask(student):
     """A padding mask reaches every head"""
     x = randn(2, 5, 8, seed=39)
@@ -377,7 +386,7 @@ def test_indivisible_width_raises_value_error(student):
 
 @graded(1, "forward takes exactly 3-D input (batch, seq, d_model) and raises ValueError for any other rank "
            "(split_heads refuses it).", topic="validation")
-@needs("MultiHeadAttention")
+@needs("split refuses ranks", "MultiHeadAttention")
 def test_module_refuses_input_that_is_not_3d(student):
     """MultiHeadAttention refuses input that is not 3-D"""
     module = student.MultiHeadAttention(8, 2)
@@ -392,8 +401,11 @@ def test_module_refuses_input_that_is_not_3d(student):
            "randomness is left in it.", topic="mha-determinism")
 def test_module_gives_the_same_output_twice(student):
     """MultiHeadAttention gives the same output for the same input"""
-    module, x = student.MultiHeadAttention(8, 2), randn(2, 5, 8, seed=38)
-    with first(student, *MODULE_PARTS):
+
+    def check():
+        module, x = student.MultiHeadAttention(8, 2), randn(2, 5, 8, seed=38)
         once = tensor(module.call_seeded(1, x), (2, 5, 8))
-    # The worker's random generators start from another seed for the second call: only a draw can tell them apart.
-    assert is_close(module.call_seeded(2, x), once, atol=0, rtol=0), "two calls with one input differ"
+        # The worker's random generators start from another seed for the second call: only a draw tells them apart.
+        assert is_close(module.call_seeded(2, x), once, atol=0, rtol=0), "two calls with one input differ"
+
+    graded_on_its_own(student, MODULE_PARTS, ("MultiHeadAttention",), check)

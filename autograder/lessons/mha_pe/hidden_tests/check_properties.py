@@ -7,12 +7,14 @@ import torch
 
 from autograder.judge.failures import StudentError
 from autograder.judge.rubric import NotChecked, graded
-from .support import MODULE_PARTS, Calls, close, first, needs, pair, randn, tensor
+from .support import MODULE_PARTS, Calls, Later, close, first, graded_on_its_own, needs, pair, randn, tensor
 from autograder.worker.protocol import device_of
 
 GROUP = "properties"
 PERMUTATION = torch.tensor([4, 2, 0, 5, 1, 3])
 MODULE = (*MODULE_PARTS, "MultiHeadAttention")
+MASKED = ("scaled_dot_product_attention", "attention mask")
+MASKED_MODULE = (*MODULE, "attention mask")
 ENCODING = ("get_positional_encoding", "PositionalEncoding")
 
 
@@ -29,7 +31,7 @@ def test_attention_alone_is_permutation_equivariant(student):
 
 @graded(3, "Adding the positional encoding gives the same word different inputs at different positions, so "
            "reordering the words changes the result (attention is no longer order-blind).", topic="position")
-@needs(*ENCODING, *MODULE)
+@needs(*ENCODING, *MODULE, own=("PositionalEncoding", "MultiHeadAttention"))
 def test_positional_encoding_breaks_the_symmetry(student):
     """With positional encoding, permuting the input no longer just permutes the output"""
     encode, attend = student.PositionalEncoding(8, max_seq_len=16), student.MultiHeadAttention(8, 2)
@@ -54,10 +56,14 @@ def test_attention_runs_on_any_device(student):
                                                    mask=torch.empty(3, 3, dtype=torch.bool, device="meta")))
     assert device_of(out) == device_of(weights) == "meta", "moved off the input's device"
     x, causal = torch.empty(2, 5, 8, device="meta"), torch.empty(5, 5, dtype=torch.bool, device="meta")
-    for mask, topic in ((None, "mha-shapes"), (causal, "mha-mask")):  # each path may create tensors
-        with on_the_cpu_too(student, topic), first(student, *MODULE):
-            out, weights = pair(student.MultiHeadAttention(8, 2).on_fake_device(x, mask=mask, return_weights=True))
-        assert device_of(out) == device_of(weights) == "meta", "moved off the module's device"
+    for mask, topic, gates in ((None, "mha-shapes", MODULE), (causal, "mha-mask", MASKED_MODULE)):
+        def check(mask=mask, topic=topic):  # each path may create tensors; the module's own gate first (inner)
+            with on_the_cpu_too(student, topic), first(student, "MultiHeadAttention"):
+                out, weights = pair(student.MultiHeadAttention(8, 2).on_fake_device(x, mask=mask,
+                                                                                    return_weights=True))
+            assert device_of(out) == device_of(weights) == "meta", "moved off the module's device"
+
+        graded_on_its_own(student, gates, ("MultiHeadAttention",), check)
 
 
 @contextlib.contextmanager
@@ -100,17 +106,23 @@ def test_inputs_are_left_unchanged(student):
     """Inputs are left unchanged"""
     x, q = randn(2, 5, 8, seed=46), randn(2, 2, 5, 4, seed=47)
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
-    calls = (  # (gates, the call): each call's own gates, so a broken part is charged to itself
-        (ENCODING, lambda: student.PositionalEncoding(8, max_seq_len=10).forward_reporting_changes(x)),
-        (("split_heads",), lambda: student.call_reporting_changes("split_heads", x, 2)),
-        (("combine_heads",), lambda: student.call_reporting_changes("combine_heads", q)),
-        (("scaled_dot_product_attention",),
+    calls = (  # (gates, the functions it grades, the call): each call's own gates, so a broken part is charged to itself
+        (ENCODING, ("PositionalEncoding",),
+         lambda: student.PositionalEncoding(8, max_seq_len=10).forward_reporting_changes(x)),
+        (("split_heads",), ("split_heads",), lambda: student.call_reporting_changes("split_heads", x, 2)),
+        (("combine_heads",), ("combine_heads",), lambda: student.call_reporting_changes("combine_heads", q)),
+        (MASKED, ("scaled_dot_product_attention",),
          lambda: student.call_reporting_changes("scaled_dot_product_attention", q, q * 2, q * 3, mask=causal)),
-        (MODULE, lambda: student.MultiHeadAttention(8, 2).forward_reporting_changes(x, mask=causal)),
+        (MASKED_MODULE, ("MultiHeadAttention",),
+         lambda: student.MultiHeadAttention(8, 2).forward_reporting_changes(x, mask=causal)),
     )
     later = Calls(student)
-    answers = [later(call) for _, call in calls]  # every call made before any answer is read: one turn
-    for (gates, _), answer in zip(calls, answers):
-        with first(student, *gates):
-            _, changed = answer.get()
-        assert not changed, f"changed its input in place: {', '.join(changed)}"
+    answers = [later(call) for _, _, call in calls]  # every call made before any answer is read: one turn
+    for (gates, own, call), answer in zip(calls, answers):
+        tries = [answer]
+
+        def check(call=call, tries=tries):  # the planned answer first; graded again (stand-ins), called anew
+            _, changed = (tries.pop() if tries else Later(call)).get()
+            assert not changed, f"changed its input in place: {', '.join(changed)}"
+
+        graded_on_its_own(student, gates, own, check)
