@@ -894,16 +894,11 @@ kept = sys.modules["torch.fx.experimental.symbolic_shapes"], sys.modules["sympy"
 from sympy import Basic as held_basic  # taken before sympy is loaded: a placeholder that no object is
 import importlib.util
 seen["found"] = [importlib.util.find_spec(name).name for name in ("sympy", "torch._dynamo")] + kinds()
-def meta_kernels():  # where each operation's meta kernel comes from: PyTorch's Python registrations or compiled code
-    lines = [[line for line in torch._C._dispatch_dump(name).splitlines() if line.startswith("Meta:")][0]
-             for name in ("aten::addmm", "aten::masked_fill.Scalar")]
-    return ["python" if ".py:" in line else "compiled" for line in lines]
-seen["kernels"] = meta_kernels()
 from worker.session import on_fake_device, seed_everything
 before = set(sys.modules)
 seed_everything()  # what every request does first: nothing left to import in each worker
 seen["imported"] = sorted(set(sys.modules) - before)
-out = on_fake_device(lambda x: (x @ x.transpose(-2, -1)).softmax(-1), (torch.empty(2, 3, 4, device="meta"),), {})
+out = on_fake_device(lambda x: (x @ x.transpose(-2, -1)).softmax(-1), (torch.ones(2, 3, 4),), {})
 seen["fake"] = [out["devices"], list(out["value"].shape), kinds()]
 weight = torch.ones(2, requires_grad=True)
 (weight * 3).sum().backward()
@@ -918,7 +913,6 @@ if sys.argv[1] == "submodule":  # a submodule asked for first: the real package,
 compiled = torch.compile(lambda x: x.sin() * 2, backend="eager")
 seen["compiled"] = torch.equal(compiled(x), x.sin() * 2)
 seen["after"] = kinds()
-seen["kernels after"] = meta_kernels()
 w, b = torch.ones(3, 4), torch.ones(3)
 linear = torch.compile(torch.nn.functional.linear, backend="eager", dynamic=True)  # symbolic shapes: Python kernels
 seen["dynamic"] = all(torch.equal(linear(torch.ones(n, 4), w, b), torch.full((n, 3), 5.0)) for n in (2, 5))
@@ -937,8 +931,7 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     with stand-ins (those imports cost more than torch's own): the lesson's warm-up and a fake-device call leave
     the real ones unloaded, the seeding every request starts with imports nothing more, and a submission that
     compiles gets the real ones, whichever way it first reaches for them (symbolic shapes only once it compiles
-    with them). The meta device runs PyTorch's compiled kernels where it has them (Python ones where it has no
-    other) until something compiles: then the Python ones are back, and symbolic shapes work."""
+    with them), and symbolic shapes work."""
     import subprocess
     import sys
 
@@ -955,7 +948,6 @@ def test_a_worker_warms_up_without_the_compiler_and_a_submission_that_compiles_s
     assert seen["step"] == [[-0.5, -0.5], stand_ins]
     assert seen["compiled"] is True and seen["after"][0] == "module"
     assert seen.get("once", True) is True
-    assert seen["kernels"] == ["compiled", "python"] and seen["kernels after"] == ["python", "python"]
     assert seen["dynamic"] is True and seen["after dynamic"] == ["module"] * 3
     assert seen["kept"] == [True] * 6  # a stand-in held from before the swap then answers as the real module
     assert seen["found"] == ["sympy", "torch._dynamo", *stand_ins]  # found as the real ones, none swapped in
@@ -1151,19 +1143,32 @@ def test_the_grade_command_imports_torch_only_once_its_zygote_is_starting():
 
 
 def test_the_fake_device_applies_the_gpus_device_rules():
-    """A CPU 0-dim tensor may join a computation on another device (CUDA allows it; meta alone refuses it); any
-    other CPU tensor may not; a module's registered state moves with it, a plain tensor attribute does not."""
+    """The simulated GPU carries values: a CPU 0-dim tensor may join a computation on it (CUDA allows it), any
+    other CPU tensor may not; a module's registered state moves with it, a plain tensor attribute does not; code
+    that branches on values, reads a number or indexes with a boolean mask runs as on a GPU (the meta device,
+    which the checks used to run on, refuses all three)."""
     import torch
 
     from autograder.worker.session import on_fake_device
 
-    scores, mask = torch.empty(2, 3, 3, device="meta"), torch.empty(3, 3, dtype=torch.bool, device="meta")
-    with pytest.raises(RuntimeError):
-        scores.masked_fill(~mask, torch.tensor(float("-inf")))  # plain meta: what the check used to run on
+    scores, mask = torch.randn(2, 3, 3), torch.tril(torch.ones(3, 3, dtype=torch.bool))
     filled = on_fake_device(lambda s, m: s.masked_fill(~m, torch.tensor(float("-inf"))), (scores, mask), {})
     assert filled["devices"] == ["meta"] and filled["value"].shape == (2, 3, 3)
     with pytest.raises(RuntimeError, match="device"):
         on_fake_device(lambda s: s.masked_fill(torch.ones(3, 3, dtype=torch.bool), 0.0), (scores,), {})
+
+    def by_value(s, m):  # x-transformers' all-blocked fix, a number read, a boolean index: values, not shapes
+        blocked = ~m.any(dim=-1, keepdim=True)
+        weights = s.masked_fill(~m, float("-inf")).softmax(-1)
+        if blocked.any():
+            weights = weights.masked_fill(blocked, 0.0)
+        return weights * float(s.abs().max().item() > 0), s[:, m]
+
+    plain = torch.empty(2, 3, 3, device="meta")
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        by_value(plain, torch.empty(3, 3, dtype=torch.bool, device="meta"))
+    done = on_fake_device(by_value, (scores, mask), {})
+    assert done["devices"] == ["meta", "meta"] and done["value"][1].shape == (2, 6)
 
     class Table(torch.nn.Module):
         def __init__(self, persistent):
@@ -1175,10 +1180,9 @@ def test_the_fake_device_applies_the_gpus_device_rules():
             return x + (self.plain if plain else self.pe)
 
     for persistent in (True, False):
-        assert on_fake_device(Table(persistent), (torch.empty(2, 5, 4, device="meta"),), {})["devices"] == ["meta"]
+        assert on_fake_device(Table(persistent), (torch.ones(2, 5, 4),), {})["devices"] == ["meta"]
     with pytest.raises(RuntimeError, match="device"):
-        on_fake_device(Table(True), (torch.empty(2, 5, 4, device="meta"),), {"plain": True})
-
+        on_fake_device(Table(True), (torch.ones(2, 5, 4),), {"plain": True})
 
 
 def test_a_failed_fake_call_is_rerun_on_the_cpu_with_real_tensors_of_the_same_shapes():
@@ -1199,44 +1203,48 @@ def test_a_failed_fake_call_is_rerun_on_the_cpu_with_real_tensors_of_the_same_sh
     assert isinstance(rerun_on_cpu(lambda x: x.tolist()[9], (torch.empty(2, device="meta"),), {}), IndexError)
 
 def test_the_device_rules_agree_with_pytorchs_fake_tensors():
-    """The fake device's rules are the ones PyTorch's fake tensors apply (CUDA's), case by case: mixing a CPU tensor
-    into a meta computation fails exactly where it fails under ``FakeTensorMode``."""
+    """The simulated GPU's rules are the ones PyTorch's fake tensors apply (CUDA's), case by case: mixing a CPU
+    tensor into a GPU computation fails exactly where it fails under ``FakeTensorMode``."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from autograder.worker.device_rules import DeviceRules
+    from autograder.worker.simulated_gpu import on_gpu, simulated_gpu
 
-    meta, cpu = torch.empty(2, 3, 3, device="meta"), torch.ones(3, 3)
     bools = torch.ones(3, 3, dtype=torch.bool)
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    cases = {
-        "add a CPU matrix": lambda: meta + cpu,
-        "add a CPU 0-dim tensor": lambda: meta + torch.tensor(2.0),
-        "CPU 0-dim tensor first": lambda: torch.tensor(2.0) * meta,
-        "a CPU mask": lambda: meta.masked_fill(bools, 0.0),
-        "a CPU 0-dim fill value": lambda: meta.masked_fill(bools.to("meta"), torch.tensor(-1e9)),
-        "matmul with a CPU matrix": lambda: meta @ cpu,
-        "where with a CPU condition": lambda: torch.where(bools, meta, 0.0),
-        "concatenate a CPU tensor": lambda: torch.cat([meta, torch.ones(1, 3, 3)]),
-        "index with CPU indices": lambda: meta[:, torch.tensor([0, 1])],
-        "a CPU mask moved first": lambda: meta.masked_fill(~bools.tril().to(meta.device), 0.0),
-        "copy a CPU tensor in": lambda: torch.empty(3, 3, device="meta").copy_(cpu),
-        "built-in attention": lambda: sdpa(meta, meta, meta),
-        "built-in attention, CPU mask": lambda: sdpa(meta, meta, meta, attn_mask=bools),
-        "only CPU tensors": lambda: cpu.tril() + cpu,
-    }
 
-    def outcome(mode, case):
-        try:
-            with mode():
-                return case().device.type
-        except RuntimeError:
-            return "refused"
+    def cases(gpu, cpu):
+        return {
+            "add a CPU matrix": lambda: gpu + cpu,
+            "add a CPU 0-dim tensor": lambda: gpu + torch.tensor(2.0),
+            "CPU 0-dim tensor first": lambda: torch.tensor(2.0) * gpu,
+            "a CPU mask": lambda: gpu.masked_fill(bools, 0.0),
+            "a CPU 0-dim fill value": lambda: gpu.masked_fill(bools.to(gpu.device), torch.tensor(-1e9)),
+            "matmul with a CPU matrix": lambda: gpu @ cpu,
+            "where with a CPU condition": lambda: torch.where(bools, gpu, 0.0),
+            "concatenate a CPU tensor": lambda: torch.cat([gpu, torch.ones(1, 3, 3)]),
+            "index with CPU indices": lambda: gpu[:, torch.tensor([0, 1])],
+            "a CPU mask moved first": lambda: gpu.masked_fill(~bools.tril().to(gpu.device), 0.0),
+            "copy a CPU tensor in": lambda: torch.empty(3, 3, device=gpu.device).copy_(cpu),
+            "built-in attention": lambda: sdpa(gpu, gpu, gpu),
+            "built-in attention, CPU mask": lambda: sdpa(gpu, gpu, gpu, attn_mask=bools),
+            "only CPU tensors": lambda: cpu.tril() + cpu,
+        }
 
-    ours = {name: outcome(DeviceRules, case) for name, case in cases.items()}
-    theirs = {name: outcome(lambda: FakeTensorMode(allow_non_fake_inputs=True), case) for name, case in cases.items()}
+    def outcomes(mode, gpu):
+        seen = {}
+        for name, case in cases(gpu, torch.ones(3, 3)).items():
+            try:
+                with mode():
+                    seen[name] = "gpu" if case().device == gpu.device else "cpu"
+            except RuntimeError:
+                seen[name] = "refused"
+        return seen
+
+    ours = outcomes(simulated_gpu, on_gpu(torch.ones(2, 3, 3)))
+    theirs = outcomes(lambda: FakeTensorMode(allow_non_fake_inputs=True), torch.empty(2, 3, 3, device="meta"))
     assert ours == theirs
-    assert ours["a CPU mask"] == "refused" and ours["a CPU 0-dim fill value"] == "meta"
+    assert ours["a CPU mask"] == "refused" and ours["a CPU 0-dim fill value"] == "gpu"
 
 
 def test_the_class_report_lists_every_student_who_needs_a_look():
@@ -1357,50 +1365,44 @@ def test_the_reports_head_start_never_stops_a_run(monkeypatch):
 _KERNEL_SETS = r"""
 import json, sys
 import torch
-from worker.device_rules import DeviceRules, prefer_compiled_meta_kernels
+from worker.simulated_gpu import on_gpu, simulated_gpu
 f, d = torch.float32, torch.float64
-def t(*shape, dtype=f, device="cpu"):
-    return torch.zeros(*shape, dtype=dtype, device=device)
+def t(*shape, dtype=f, gpu=False):
+    made = torch.zeros(*shape, dtype=dtype)
+    return on_gpu(made) if gpu else made
 cases = {  # each with operands of two dtypes where the CPU and a GPU refuse them, and some where they do not
-    "mm": lambda dev: t(3, 4, device=dev) @ t(4, 5, dtype=d, device=dev),
-    "bmm": lambda dev: t(2, 3, 4, device=dev) @ t(2, 4, 5, dtype=d, device=dev),
-    "4-d matmul": lambda dev: t(2, 2, 3, 4, device=dev) @ t(2, 2, 4, 5, dtype=d, device=dev),
-    "linear": lambda dev: torch.nn.functional.linear(t(2, 3, 4, dtype=d, device=dev), t(5, 4, device=dev),
-                                                     t(5, device=dev)),
-    "linear, no bias": lambda dev: torch.nn.functional.linear(t(2, 3, 4, dtype=d, device=dev), t(5, 4, device=dev)),
-    "addmm": lambda dev: torch.addmm(t(5, dtype=d, device=dev), t(3, 4, device=dev), t(4, 5, device=dev)),
-    "baddbmm": lambda dev: torch.baddbmm(t(2, 3, 5, device=dev), t(2, 3, 4, device=dev), t(2, 4, 5, dtype=d,
-                                                                                           device=dev)),
-    "einsum": lambda dev: torch.einsum("bij,bjk->bik", t(2, 3, 4, device=dev), t(2, 4, 5, dtype=d, device=dev)),
-    "mv": lambda dev: t(3, 4, device=dev) @ t(4, dtype=d, device=dev),
-    "add": lambda dev: t(3, 4, device=dev) + t(3, 4, dtype=d, device=dev),
-    "where": lambda dev: torch.where(torch.ones(3, 4, dtype=torch.bool, device=dev), t(3, 4, device=dev),
-                                     t(3, 4, dtype=d, device=dev)),
-    "matmul of one dtype": lambda dev: t(2, 3, 4, dtype=d, device=dev) @ t(2, 4, 5, dtype=d, device=dev),
+    "mm": lambda g: t(3, 4, gpu=g) @ t(4, 5, dtype=d, gpu=g),
+    "bmm": lambda g: t(2, 3, 4, gpu=g) @ t(2, 4, 5, dtype=d, gpu=g),
+    "4-d matmul": lambda g: t(2, 2, 3, 4, gpu=g) @ t(2, 2, 4, 5, dtype=d, gpu=g),
+    "linear": lambda g: torch.nn.functional.linear(t(2, 3, 4, dtype=d, gpu=g), t(5, 4, gpu=g), t(5, gpu=g)),
+    "linear, no bias": lambda g: torch.nn.functional.linear(t(2, 3, 4, dtype=d, gpu=g), t(5, 4, gpu=g)),
+    "addmm": lambda g: torch.addmm(t(5, dtype=d, gpu=g), t(3, 4, gpu=g), t(4, 5, gpu=g)),
+    "baddbmm": lambda g: torch.baddbmm(t(2, 3, 5, gpu=g), t(2, 3, 4, gpu=g), t(2, 4, 5, dtype=d, gpu=g)),
+    "einsum": lambda g: torch.einsum("bij,bjk->bik", t(2, 3, 4, gpu=g), t(2, 4, 5, dtype=d, gpu=g)),
+    "mv": lambda g: t(3, 4, gpu=g) @ t(4, dtype=d, gpu=g),
+    "add": lambda g: t(3, 4, gpu=g) + t(3, 4, dtype=d, gpu=g),
+    "where": lambda g: torch.where(t(3, 4, dtype=torch.bool, gpu=g), t(3, 4, gpu=g), t(3, 4, dtype=d, gpu=g)),
+    "matmul of one dtype": lambda g: t(2, 3, 4, dtype=d, gpu=g) @ t(2, 4, 5, dtype=d, gpu=g),
 }
-def outcome(case, device):
+def outcome(case, gpu):
     try:
-        if device == "meta":
-            with DeviceRules():
-                value = case(device)
+        if gpu:
+            with simulated_gpu():
+                value = case(gpu)
         else:
-            value = case(device)
+            value = case(gpu)
         return ["ok", str(value.dtype), list(value.shape)]
     except RuntimeError:
         return ["refused"]
-seen = {"cpu": {name: outcome(case, "cpu") for name, case in cases.items()},
-        "python kernels": {name: outcome(case, "meta") for name, case in cases.items()}}
-prefer_compiled_meta_kernels()
-seen["compiled kernels"] = {name: outcome(case, "meta") for name, case in cases.items()}
+seen = {"cpu": {name: outcome(case, False) for name, case in cases.items()},
+        "gpu": {name: outcome(case, True) for name, case in cases.items()}}
 print(json.dumps(seen))
 """
 
 
-def test_the_fake_device_refuses_operands_of_two_dtypes_as_the_cpu_does_on_either_kernel_set():
-    """The matrix products refuse operands of two dtypes on the CPU and a GPU; the meta device's kernels (Python's
-    and compiled alike) let some through. Under the device rules the fake device agrees with the CPU on every one,
-    with either set of meta kernels (a submission that compiles gets Python's back), so a device check never
-    passes code the CPU refuses, nor the other way round."""
+def test_the_simulated_gpu_refuses_operands_of_two_dtypes_as_the_cpu_does():
+    """The matrix products refuse operands of two dtypes on the CPU and a GPU: the simulated GPU agrees with the
+    CPU on every one, so a device check never passes code the CPU refuses, nor the other way round."""
     import subprocess
     import sys
 
@@ -1411,6 +1413,6 @@ def test_the_fake_device_refuses_operands_of_two_dtypes_as_the_cpu_does_on_eithe
                           env=env, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-800:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["python kernels"] == seen["cpu"] and seen["compiled kernels"] == seen["cpu"]
+    assert seen["gpu"] == seen["cpu"]
     assert [name for name, result in seen["cpu"].items() if result == ["refused"]] == [
         "mm", "bmm", "4-d matmul", "linear", "linear, no bias", "addmm", "baddbmm", "einsum", "mv"]

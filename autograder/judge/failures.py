@@ -138,6 +138,7 @@ class ImportFailure(SubmissionFailure):
 class WorkerCrash(SubmissionFailure):
     def __init__(self, name, detail):
         super().__init__()
+        self.detail_words = detail  # the judge's words for how it stopped (an exit code, a signal)
         self.summary = f"the process running your code stopped during {name} ({detail})"
 
 

@@ -215,6 +215,7 @@ class RemoteSubmission:
         self.broken_modules = {}  # module -> SubmissionFailure, decided once
         self.hung = {}  # name -> (seconds, whether it slept)
         self.crashes = {}  # name -> count
+        self.crashed_how = {}  # name -> how its first crash ended the worker (the judge's words)
         self.events = []  # what went wrong, for the result's notes
         self.ahead = None  # the planned calls of the table of cases being checked (calls_ahead)
         self.plans = plans  # the judge's plans, made once for every submission (None: each made here)
@@ -458,7 +459,9 @@ class RemoteSubmission:
             seconds, asleep = self.hung[name]
             raise CallTimeout(label, seconds, earlier=True, asleep=asleep)
         if self.crashes.get(name, 0) >= 2:
-            raise WorkerCrash(label, "it crashed the worker twice before; not tried again")
+            how = self.crashed_how.get(name)
+            raise WorkerCrash(label, "it crashed the worker twice before" + (f", the first time: {how}" if how else "")
+                              + "; not tried again")
         static = self.forbidden.get(name)
         if static:
             raise ForbiddenCall(label, static)
@@ -476,8 +479,9 @@ class RemoteSubmission:
         except CallTimeout as timeout:
             self.hung[name] = (self.limits.call_seconds, timeout.asleep)
             raise
-        except WorkerCrash:
+        except WorkerCrash as crash:
             self.crashes[name] = self.crashes.get(name, 0) + 1
+            self.crashed_how.setdefault(name, crash.detail_words)
             raise
 
     @contextlib.contextmanager

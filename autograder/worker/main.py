@@ -29,17 +29,15 @@ WARM_UP_ENV = "GRADER_WARM_UP"  # the lesson's own warm-up (trusted source text 
 def warm_up(torch):
     """Pay the one-time costs of the first calls (kernel lookups, lazily built tables) before any student code
     runs, so they are not charged to the student's time limits. The lesson's warm-up then runs the operations its
-    checks meet most, on the fake device too."""
+    checks meet most, on the simulated GPU too."""
     from .session import on_fake_device, seed_everything
 
     seed_everything()  # as before every request: numpy's random module, when numpy is there, imported once here
     x = torch.ones(3, 5, 6, requires_grad=True)  # shapes no lesson's checks are likely to use (they are public)
     layer = torch.nn.Linear(6, 6)
     (torch.softmax(layer(x) @ x.transpose(-2, -1), dim=-1).sum() + x.sin().sum()).backward()
-    meta = torch.empty(3, 6, device="meta")
-    (meta + meta).softmax(-1)
     torch.func.functional_call(layer, {"weight": torch.zeros(6, 6)}, (x,), strict=False)
-    on_fake_device(layer, (torch.empty(3, 9, 6, device="meta"),), {})
+    on_fake_device(layer, (torch.ones(3, 9, 6),), {})
     source = os.environ.pop(WARM_UP_ENV, "")
     if source:
         namespace = {}
@@ -60,9 +58,6 @@ def prepare_torch(threads, keep=()):
 
     # Before any Python kernel runs: their first calls would import the compiler and symbolic shapes.
     stand_ins.install(torch)
-    from .device_rules import prefer_compiled_meta_kernels
-
-    prefer_compiled_meta_kernels()  # the fake device's operations on PyTorch's compiled kernels, where it has them
     torch.set_num_threads(threads)
     # Full float32 matmuls everywhere, so GPU results are comparable with the CPU's.
     torch.backends.cuda.matmul.allow_tf32 = False

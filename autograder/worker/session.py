@@ -514,23 +514,26 @@ def _fake_or_cpu(function, args, kwargs):
 
 
 def on_fake_device(function, args, kwargs):
-    """Run ``function`` (or a module's forward, with its parameters and buffers moved) on a fake device.
+    """Run ``function`` (or a module's forward, with its parameters and buffers moved) on the simulated GPU.
 
-    The fake device is ``meta``: tensors with shapes, dtypes and devices but no values. The judge's inputs
-    arrive on it, and :class:`~.device_rules.DeviceRules` applies the GPU's device rules to every operation (a
-    CPU 0-dim tensor mixes with tensors of any device, any other CPU tensor does not). A module is called with
-    meta copies of its registered parameters and buffers, as ``module.to(device)`` would move them; plain tensor
-    attributes stay on the CPU, as they would on a GPU.
+    Every tensor the judge sends for the call goes onto the simulated GPU (:mod:`.simulated_gpu`: real values on
+    the CPU, said to live on the ``meta`` device, under the GPU's device rules); a meta tensor without values
+    arrives as zeros (a mask: all True). A module is called with GPU copies of its registered parameters and
+    buffers, as ``module.to(device)`` would move them; plain tensor attributes stay on the CPU, as they would on a
+    GPU. The submission's value-dependent code (``if mask.any()``, ``.item()``) runs as it would on a GPU.
 
     Returns ``{"value": the result with each tensor as a plain meta tensor, "devices": each tensor's device
-    type, in order}``.
+    type, in order}`` (``meta`` for the simulated GPU's).
     """
-    from .device_rules import DeviceRules
+    from .cpu_rerun import real_twin
+    from .simulated_gpu import on_gpu, simulated_gpu
 
-    with DeviceRules():
+    args, kwargs = on_gpu(real_twin(args)), on_gpu(real_twin(kwargs))
+    if isinstance(function, torch.nn.Module):
+        state = {name: on_gpu(tensor)
+                 for name, tensor in itertools.chain(function.named_parameters(), function.named_buffers())}
+    with simulated_gpu():
         if isinstance(function, torch.nn.Module):
-            state = {name: torch.empty_like(tensor, device="meta")
-                     for name, tensor in itertools.chain(function.named_parameters(), function.named_buffers())}
             out = torch.func.functional_call(function, state, tuple(args), kwargs, strict=False)
         else:
             out = function(*args, **kwargs)

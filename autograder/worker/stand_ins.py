@@ -2,8 +2,8 @@
 
 torch's Python code imports costly modules lazily, at its first call, for work no worker does:
 
-* ``torch._dynamo`` (the compiler; about 1.4 s, more than ``import torch``): torch's Python kernels (the meta
-  device's, which the fake-device checks run on, and every dispatch mode's ``__torch_dispatch__``) import it only
+* ``torch._dynamo`` (the compiler; about 1.4 s, more than ``import torch``): torch's Python kernels (every dispatch
+  mode's ``__torch_dispatch__``, the simulated GPU's included, and the meta device's) import it only
   to mark themselves as code the compiler must not trace. :class:`CompilerStandIn`'s ``disable`` hands the
   function back unchanged (with no compiler running, an undisabled function behaves the same), ``graph_break``
   and ``is_compiling`` answer as the real ones do outside a compiled region.
@@ -141,13 +141,6 @@ class CompilerStandIn(StandIn):
     def is_compiling():
         return False
 
-    def real(self):
-        """The real ``torch._dynamo``, with the Python meta kernels its fake tensors need registered again
-        (:mod:`.device_rules`)."""
-        from .device_rules import restore_python_meta_kernels
-
-        restore_python_meta_kernels()
-        return super().real()
 
 
 class _RealSympyBasic(type):

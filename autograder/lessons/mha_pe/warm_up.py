@@ -1,6 +1,6 @@
 """What this lesson's checks run most, run once in each judge's zygote before it forks workers.
 
-The operations of the checks (the device checks' too, on the fake device), so their first-call costs (kernel
+The operations of the checks (the device checks' too, on the simulated GPU), so their first-call costs (kernel
 lookups, lazily built tables) are paid once. Their shapes are their own: no shape here is one a hidden test uses
 (``tests/test_visibility.py`` checks), since this text reaches the zygote, whose memory every worker inherits.
 The zygote runs this file's text (sent by the judge) with ``warm_up(torch, on_fake_device)``; it imports
@@ -20,7 +20,7 @@ def warm_up(torch, on_fake_device):
         weights = scores.masked_fill(~mask, torch.tensor(-1.0)).softmax(-1)
         return (weights @ heads).transpose(1, 2).reshape(3, 7, 20) + x[:, :7], torch.stack((x.sin(), x.cos()), -1)
 
-    on_fake_device(fake, (torch.empty(3, 9, 20, device="meta"),), {})
+    on_fake_device(fake, (torch.ones(3, 9, 20),), {})
 
     class Attention(torch.nn.Module):
         def __init__(self):
@@ -35,6 +35,6 @@ def warm_up(torch, on_fake_device):
             weights = scores.softmax(-1)
             return self.o((weights @ v).transpose(1, 2).flatten(2)), weights
 
-    x = torch.empty(3, 7, 20, device="meta")
-    for mask in (None, torch.empty(7, 7, dtype=torch.bool, device="meta")):
+    x = torch.ones(3, 7, 20)
+    for mask in (None, torch.ones(7, 7, dtype=torch.bool).tril()):
         on_fake_device(Attention(), (x,), {"mask": mask})

@@ -44,18 +44,18 @@ def test_positional_encoding_breaks_the_symmetry(student):
 
 
 @graded(3, "Create no tensor on a fixed device inside forward: derive everything from the inputs and the "
-           "module's own parameters and buffers, so the code runs on any device (checked on PyTorch's meta "
-           "device under the GPU's device rules: a CPU number such as torch.tensor(-1e9) may join a "
+           "module's own parameters and buffers, so the code runs on any device (checked on a simulated "
+           "GPU under the GPU's device rules: a CPU number such as torch.tensor(-1e9) may join a "
            "GPU computation, a CPU mask may not).", topic="device")
 def test_attention_runs_on_any_device(student):
     """Attention works on the input's device"""
-    q = torch.empty(2, 2, 3, 4, device="meta")
+    # Real values on the simulated GPU (worker/simulated_gpu.py): code that branches on them runs as on a GPU.
+    q, causal3 = randn(2, 2, 3, 4, seed=48), torch.tril(torch.ones(3, 3, dtype=torch.bool))
     # The gates first (inner): a part that fails on its own is charged to itself, not to the mask or the shapes.
     with on_the_cpu_too(student, "sdpa-mask"), first(student, "scaled_dot_product_attention"):
-        out, weights = pair(student.on_fake_device("scaled_dot_product_attention", q, q, q,
-                                                   mask=torch.empty(3, 3, dtype=torch.bool, device="meta")))
+        out, weights = pair(student.on_fake_device("scaled_dot_product_attention", q, q, q, mask=causal3))
     assert device_of(out) == device_of(weights) == "meta", "moved off the input's device"
-    x, causal = torch.empty(2, 5, 8, device="meta"), torch.empty(5, 5, dtype=torch.bool, device="meta")
+    x, causal = randn(2, 5, 8, seed=49), torch.tril(torch.ones(5, 5, dtype=torch.bool))
     for mask, topic, gates in ((None, "mha-shapes", MODULE), (causal, "mha-mask", MASKED_MODULE)):
         def check(mask=mask, topic=topic):  # each path may create tensors; the module's own gate first (inner)
             with on_the_cpu_too(student, topic), first(student, "MultiHeadAttention"):
