@@ -32,7 +32,7 @@ def test_validate_passes_and_prints_the_report(capsys):
     report = "\n".join(lines)
     with capsys.disabled():  # the mutation score and the precision are part of every `make test` run's output
         print("\n\n" + "\n".join(line for line in lines if line.startswith(("mutation", "diagnosis precision",
-                                                                            "correct variants"))))
+                                                                            "correct variants", "automatic"))))
     assert "reference" in report and "stubs" in report and "mutation score" in report
     assert ok, "\n".join(line for line in lines if "WRONG" in line or "*" in line or "precision" in line)
     assert "(100%)" in report
@@ -46,6 +46,10 @@ def test_validate_passes_and_prints_the_report(capsys):
     assert re.search(r"checks waiting for a broken part: \d+ \([\d.]+ points\) over all bugs; graded with a "
                      r"stand-in for one instead: [1-9]\d*", report)
     assert "diagnosis precision:" in report
+    # The automatic mutants: graded, caught and charged within two concepts (validate's goals hold when it is ok).
+    mutants = re.search(r"automatic mutants: (\d+) made, (\d+) indistinguishable .*, (\d+) graded: (\d+) caught", report)
+    assert mutants and int(mutants[1]) > 150 and int(mutants[3]) == int(mutants[1]) - int(mutants[2]) > 150
+    assert int(mutants[4]) >= 0.98 * int(mutants[3])
 
 
 def _bug(topics, concept="sqrt(d)", files=("attention.py",)):

@@ -11,6 +11,9 @@
 * every correct variant (``catalogue/variants.toml``) keeps every point, except the tests it is allowed
   to lose;
 * no hidden test broke on the grader's side;
+* automatic mutants of the reference (:mod:`.auto_mutants`): those its probes can tell from the reference are
+  graded; at least :data:`~.auto_mutants.CAUGHT_GOAL` of them caught and :data:`~.auto_mutants.WITHIN_GOAL` charged
+  to at most :data:`MAX_CONCEPTS` concepts, every survivor with a reason in ``catalogue/survivors.toml``;
 * with ``require_cuda`` (``make gpu-check``), CUDA is present and no GPU check was skipped.
 """
 
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from ..lesson import assignment as assignments
 from ..errors import KitError
+from . import auto_mutants
 from .grading import grade_class
 from ..judge.hidden_suite import collect_rubric
 from ..lesson.catalogue import build, copy_package, distinct_ids, load_catalogue
@@ -160,11 +164,11 @@ def _cuda_check():
                        f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'})")
 
 
-def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assignment=None) -> bool:
+def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assignment=None, mutants=True) -> bool:
     """Grade every known submission of ``assignment`` (the kit's lesson by default): its reference, its stubs,
     its catalogue's bugs and variants; print the table, the mutation score, the diagnosis matrix and its
     precision; return True when all is as expected. ``require_cuda``: refuse to run without CUDA, and fail on
-    any GPU check skipped."""
+    any GPU check skipped. ``mutants``: also make, grade and report the automatic mutants."""
     if require_cuda:
         _cuda_check()
     assignment = assignments.resolve(assignment)
@@ -183,10 +187,17 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
         copy_package(assignment.release, class_dir / "stubs", modules)
         for mutant in [*bugs.values(), *variants.values()]:
             build(mutant, class_dir / mutant.id, assignment)
+        reasons = auto_mutants.survivor_reasons(assignment) if mutants else {}
+        equivalent = auto_mutants.survivor_reasons(assignment, "equivalent") if mutants else {}
+        graded, set_aside = auto_mutants.distinguishable(assignment, emit) if mutants else ([], [])
+        distinct_ids([*bugs.values(), *variants.values()], [], taken=tuple(mutant.id for mutant in graded))
+        for mutant in graded:
+            auto_mutants.write(mutant, class_dir / mutant.id, assignment)
         results = {result.student: result for result in grade_class(class_dir, Path(tmp) / "out", jobs=jobs,
                                                                       sandbox_mode=sandbox_mode, emit=lambda line: None,
                                                                       skip_notebook=True, assignment=assignment,
                                                                       unisolated_ok=True)}
+    automatic = [auto_mutants.judge(mutant, results.pop(mutant.id), topics, charged_to) for mutant in graded]
     verdicts = assess(results, bugs, variants, topics, require_cuda=require_cuda)
     if any(result.sandbox not in ("bwrap", "uid") for result in results.values()):  # the kit's own material only
         emit("SANDBOX OFF: graded without isolation (no sandbox works here)")
@@ -212,10 +223,18 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
     emit(f"correct variants keeping their points: {len(variants) - len(penalized)}/{len(variants)}")
     for verdict in penalized:
         emit(f"  variant {verdict.student}: {verdict.problem}")
+    mutants_ok = True
+    if mutants:
+        lines, mutants_ok = auto_mutants.report(automatic, set_aside, reasons, equivalent, MAX_CONCEPTS)
+        if not (assignment.catalogue / "survivors.toml").is_file():  # reviewed mutants only are held to the goals
+            lines.append("  (a report only: the lesson keeps no catalogue/survivors.toml, so its goals are not held)")
+            mutants_ok = True
+        for line in lines:
+            emit(line)
     if require_cuda:
         emit("GPU check: CUDA present, no GPU check skipped" if all(v.ok for v in verdicts) else
              "GPU check: FAILED")
-    return all(verdict.ok for verdict in verdicts) and share >= PRECISION_GOAL and not unnamed
+    return all(verdict.ok for verdict in verdicts) and share >= PRECISION_GOAL and not unnamed and mutants_ok
 
 
 def forbidden_naming_nothing(contract: Contract) -> list[str]:

@@ -15,6 +15,7 @@ from ..notebook.nbgrader_tools import source_cells
 from ..lesson.promises import load as load_promises
 from ..lesson.promises import table as promise_table
 from ..lesson.promises import hidden_names
+from ..lesson.mutation import survivor_reasons
 from ..records.results import write_atomic
 
 
@@ -58,8 +59,31 @@ def render_rubric(assignment: Assignment) -> str:
                   "checks that grade it and the public tests that show it; from the lesson's "
                   f"`{assignment.promises.name}`.", ""]
         lines += promise_table(promises, hidden_names(entries))
+    lines += _mutants(assignment)
     lines.append("")
     return "\n".join(lines)
+
+
+def _mutants(assignment: Assignment) -> list[str]:
+    """What ``validate``'s automatic mutants leave to a human, from the catalogue's reasons: each survivor (a rule no
+    hidden check grades) by function and reason, and how many were set aside as the same program. No code: the
+    edits themselves are in the instructor's catalogue."""
+    path = assignment.catalogue / "survivors.toml"
+    if not path.is_file():
+        return []
+    survivors, equivalent = survivor_reasons(assignment), survivor_reasons(assignment, "equivalent")
+    lines = ["", "## Automatic mutants", "",
+             "`validate` also grades one-edit mutants of the reference (a constant changed, a comparison flipped, a "
+             "call dropped ...). A mutant no input could tell from the reference is set aside "
+             f"({len(equivalent)} now, each with its reason in the lesson's `catalogue/survivors.toml`); every other "
+             "must fail a check. "]
+    if not survivors:
+        lines[-1] += "None survives: every distinguishable mutant fails at least one hidden check."
+        return lines
+    lines[-1] += "These survive, each with the reason no check fails it:"
+    lines.append("")
+    lines += [f"- in `{key.split(':', 1)[0].split(' ', 1)[-1]}`: {reason}" for key, reason in survivors.items()]
+    return lines
 
 
 def write_rubric(destination: str | Path, assignment: Assignment) -> Path:

@@ -101,3 +101,77 @@ def speed_goals(reference, repeats: int, emit) -> dict[str, float]:
              f"(goal <= 1.5x: {'met' if ratio <= 1.5 else 'MISSED'})")
         results[f"attention_ratio_{label.replace(' ', '_')}"] = ratio
     return results
+
+
+def mutant_probes(package) -> list:
+    """What ``validate`` compares to tell an automatic mutant from the reference: every public name called on a
+    battery of contract inputs (sizes, ranks, masks, bases, dtypes, every documented error), each answer a tensor,
+    a shape, an exception's type or whether an input was changed. Trusted code, run on the reference's mutants."""
+    answers = []
+
+    def ask(call):
+        try:
+            answers.append(call())
+        except Exception as error:  # noqa: BLE001 - the type is the answer
+            answers.append(type(error).__name__)
+
+    def rand(*shape, seed=0, dtype=torch.float32):
+        return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+    for size in ((1, 2), (7, 6), (60, 16), (20, 8, 100.0), (3, 4, 10.0), (0, 4), (3, 5), (3, 0), (3, -4)):
+        ask(lambda size=size: package.get_positional_encoding(*size))
+    for size in ((3, 8), (-3, 8), (0, 4), (5, 2), (4, 8, 100.0), (1, 5), (1, 0), (1, -4)):
+        ask(lambda size=size: package.shift_matrix(*size))
+    for base in (10000.0, 100.0):
+        encoding = package.PositionalEncoding(8, max_seq_len=20, base=base)
+        ask(lambda: sorted(name for name, _ in encoding.named_parameters()))
+        ask(lambda: dict(encoding.named_buffers()).get("pe"))
+        for x in (rand(2, 6, 8, seed=1), rand(1, 20, 8, seed=2), rand(1, 21, 8), rand(1, 3, 6), rand(6, 8)):
+            kept = x.clone()
+            ask(lambda x=x: encoding(x))
+            answers.append(torch.equal(x, kept))
+    for shape, heads in (((2, 5, 12), 3), ((1, 1, 4), 4), ((3, 2, 6), 1), ((2, 5, 10), 4), ((2, 5, 12), 0),
+                         ((2, 3, 4, 6), 2), ((5, 12), 3)):
+        x = rand(*shape, seed=3)
+        ask(lambda x=x, heads=heads: package.split_heads(x, heads))
+        ask(lambda x=x, heads=heads: package.split_heads(x.double(), heads).dtype)
+    for shape in ((2, 3, 5, 4), (1, 1, 1, 1), (2, 3, 4)):
+        ask(lambda shape=shape: package.combine_heads(rand(*shape, seed=4)))
+    causal = torch.tril(torch.ones(4, 5, dtype=torch.bool))
+    blocked = torch.tensor([[True] * 5, [False] * 5, [True, False] * 2 + [True], [False] * 4 + [True]])
+    padding = torch.tensor([[True, True, True, False, False], [True] * 5]).reshape(2, 1, 1, 5)
+    for lead in ((), (2,), (2, 3)):
+        q, k, v = rand(*lead, 4, 3, seed=5), rand(*lead, 5, 3, seed=6), rand(*lead, 5, 2, seed=7)
+        for mask in (None, causal, blocked, blocked.expand(*lead, 4, 5), torch.ones(4, 5),
+                     torch.ones(4, 5, dtype=torch.long), padding if lead == (2, 3) else None):
+            kept = q.clone()
+            ask(lambda q=q, k=k, v=v, mask=mask: package.scaled_dot_product_attention(q, k, v, mask))
+            answers.append(torch.equal(q, kept))
+        ask(lambda q=q, k=k, v=v: package.scaled_dot_product_attention(q * 300, k * 300, v))
+        ask(lambda q=q, k=k, v=v: package.scaled_dot_product_attention(q.double(), k.double(), v.double()))
+    spread = torch.tensor([[400.0, 399.0], [0.0, 1.0], [-400.0, -401.0]])
+    ask(lambda: package.scaled_dot_product_attention(spread, torch.eye(2), torch.eye(2)))
+    for d_model, heads in ((8, 2), (12, 3), (10, 4), (10, 0), (4, 4), (6, 1)):
+        torch.manual_seed(0)
+        try:
+            module = package.MultiHeadAttention(d_model, heads)
+        except Exception as error:  # noqa: BLE001
+            answers.append(type(error).__name__)
+            continue
+        ask(lambda module=module: sorted(name for name, _ in module.named_parameters()))
+        x = rand(2, 5, d_model, seed=8)
+        for mask in (None, torch.tril(torch.ones(5, 5, dtype=torch.bool)),
+                     torch.tensor([[True] * 5, [True, True, False, False, False]]).reshape(2, 1, 1, 5),
+                     torch.ones(5, 5)):
+            kept = x.clone()
+            ask(lambda module=module, x=x, mask=mask: module(x, mask=mask, return_weights=True))
+            ask(lambda module=module, x=x, mask=mask: module(x, mask=mask))
+            answers.append(torch.equal(x, kept))
+        ask(lambda module=module, x=x: module(x[0]))
+        ask(lambda module=module, x=x: module(x[None]))
+        ask(lambda module=module: module(torch.cat((rand(1, 5, d_model, seed=9), rand(1, 5, d_model, seed=10))))[1])
+        module.zero_grad()
+        ask(lambda module=module, x=x: module(x).pow(2).sum().backward())
+        answers.append(sorted((name, None if p.grad is None else float(p.grad.norm()))
+                              for name, p in module.named_parameters()))
+    return answers

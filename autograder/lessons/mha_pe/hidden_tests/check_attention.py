@@ -12,6 +12,9 @@ from autograder.judge.rubric import graded
 from .support import MODULE_PARTS, PROJECTIONS, Calls, close, each_case, expected_attention, first, graded_on_its_own, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
 
 ATTEND = ("scaled_dot_product_attention",)
+# The checks that read the weights' values need each query's weights normalised over the keys: a softmax over another
+# axis is charged once, to the softmax concept, not to every value it spoils.
+NORMALISED = (*ATTEND, "softmax over keys")
 MODULE = (*MODULE_PARTS, "MultiHeadAttention")  # the parts first: a module check waits for the parts it uses
 
 GROUP = "attention"
@@ -32,7 +35,7 @@ def test_attention_shapes(student, lead, seq_q, seq_k, d, d_v):
 
 @graded(2, "Attention works on the last two axes only, so any number of leading dimensions works, zero "
            "included: (seq, d), (batch, seq, d), (batch, heads, seq, d), and more.", topic="sdpa-ranks")
-@needs(*ATTEND)
+@needs(*NORMALISED)
 def test_attention_accepts_any_number_of_leading_dimensions(student):
     """scaled_dot_product_attention accepts any number of leading dimensions"""
     # Judged against the submission's own (batch, heads, seq, d) answer: only the rank is this check's concern.
@@ -56,7 +59,7 @@ def _centred(matrix):
 
 @graded(4, "The scores are divided by sqrt(d), d the size of one query vector, and scaled before the softmax; "
            "output = weights @ v.", topic="sdpa-scaling")
-@needs(*ATTEND)
+@needs(*NORMALISED)
 def test_attention_values(student):
     """Attention computes softmax(q k^T / sqrt(d)) v"""
     q, k, v = randn(2, 3, 4, 8, seed=4), randn(2, 3, 6, 8, seed=5), randn(2, 3, 6, 5, seed=6)
@@ -95,7 +98,7 @@ def renormalised(weights, mask):
 @graded(3, "The mask says where a query may look (True = may attend): blocked keys get weight exactly 0, "
            "which filling their scores with -inf before the softmax achieves; a (seq_q, seq_k) mask applies to "
            "every batch element.", topic="sdpa-mask")
-@needs(*ATTEND)
+@needs(*NORMALISED)
 def test_attention_mask(student):
     """Masked keys get zero weight and the mask broadcasts"""
     q, k, v = randn(2, 2, 4, 4, seed=10), randn(2, 2, 4, 4, seed=11), randn(2, 2, 4, 4, seed=12)  # d_v = d
@@ -116,7 +119,7 @@ def test_attention_mask(student):
             assert is_close(masked_out, masked.double() @ v.double(), equal_nan=matched[0]), "output ignores the mask"
 
 
-MASKED = (*ATTEND, "attention mask")
+MASKED = (*NORMALISED, "attention mask")
 
 
 @graded(2, "A query with every key blocked attends to nothing: its weights and its output are zeros, never "

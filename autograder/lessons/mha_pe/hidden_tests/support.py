@@ -332,6 +332,49 @@ def _split_refuses_ranks(student):
     return None
 
 
+def _split_one_head(student):
+    tensor(student.split_heads(randn(2, 5, 4, seed=53), 1), (2, 1, 5, 4))
+
+
+def _as_recipe(student, name, *args):
+    """Whether the student's ``name`` gives what the lesson's recipe gives for ``args`` (every tensor answered)."""
+    mine, expected = getattr(student, name)(*args), recipe(name)(*args)
+    if isinstance(expected, tuple) and not (isinstance(mine, (tuple, list)) and len(mine) == len(expected)):
+        return False
+    pairs = zip(mine, expected) if isinstance(expected, tuple) else [(mine, expected)]
+    return all(is_close(got, want, atol=1e-5) for got, want in pairs)
+
+
+def _split_values(student):
+    # The code built on split_heads runs with the stand-in when split_heads gives other values at the right shape.
+    if not _as_recipe(student, "split_heads", randn(2, 5, 12, seed=41), 3):
+        return "heads-chunks", "does not give each head its own chunk of features yet (see its own checks)"
+    return None
+
+
+def _combine_values(student):
+    if not _as_recipe(student, "combine_heads", randn(2, 3, 5, 4, seed=42)):
+        return "heads-combine", "does not put the heads back in order yet (see its own checks)"
+    return None
+
+
+def _attention_values(student):
+    q, k, v = randn(2, 3, 4, 5, seed=54), randn(2, 3, 6, 5, seed=55), randn(2, 3, 6, 2, seed=56)
+    causal = torch.tril(torch.ones(4, 6, dtype=torch.bool))
+    if not (_as_recipe(student, "scaled_dot_product_attention", q, k, v)
+            and _as_recipe(student, "scaled_dot_product_attention", q, k, v, causal)):
+        return "sdpa-scaling", "does not compute softmax(q k^T / sqrt(d)) v yet (see its own checks)"
+    return None
+
+
+def _softmax_over_keys(student):
+    q = randn(2, 3, 4, 5, seed=57)
+    _, weights = pair(student.scaled_dot_product_attention(q, q[..., :3, :], q[..., :3, :2]))
+    if not is_close(tensor(weights, (2, 3, 4, 3)).sum(-1), torch.ones(2, 3, 4), atol=1e-5):
+        return "sdpa-softmax", "does not normalise each query's weights over the keys yet (see its softmax check)"
+    return None
+
+
 def _combine(student):
     tensor(student.combine_heads(randn(2, 3, 5, 4, seed=42)), (2, 5, 12))
 
@@ -404,12 +447,19 @@ PARTS = {
     "PositionalEncoding": ("PositionalEncoding", "pe-module-forward", _pe_module),
     "split_heads": ("split_heads", "heads-shape", _split),
     "split refuses ranks": ("split_heads", "validation", _split_refuses_ranks),
+    "split one head": ("split_heads", "heads-shape", _split_one_head),
+    "split values": ("split_heads", "heads-chunks", _split_values),
     "combine_heads": ("combine_heads", "heads-shape", _combine),
+    "combine values": ("combine_heads", "heads-combine", _combine_values),
     "scaled_dot_product_attention": ("scaled_dot_product_attention", "sdpa-shapes", _attention),
-    "attention mask": ("scaled_dot_product_attention", "sdpa-shapes", _attention_mask),
+    "softmax over keys": ("scaled_dot_product_attention", "sdpa-softmax", _softmax_over_keys),
+    "attention mask": ("scaled_dot_product_attention", "sdpa-mask", _attention_mask),
+    "attention values": ("scaled_dot_product_attention", "sdpa-scaling", _attention_values),
     "MultiHeadAttention": ("MultiHeadAttention", "mha-shapes", _module),
 }
-MODULE_PARTS = ("split_heads", "scaled_dot_product_attention", "combine_heads")
+# What the module is built on: each part's shapes, then its values (the lesson's, or the part runs as its stand-in).
+MODULE_PARTS = ("split_heads", "split one head", "split values", "scaled_dot_product_attention", "attention values",
+                "combine_heads", "combine values")
 _GATES = weakref.WeakKeyDictionary()  # student -> {(gate, stand-ins): None or (part, topic, reason)}, each tried once
 
 # The parts with a stand-in (the lesson's recipe, ../stand_ins.py): a check of other code that uses one of them,
