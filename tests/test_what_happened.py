@@ -12,6 +12,7 @@ import torch
 
 from autograder.lesson.catalogue import Edit, Mutant, build, load_catalogue
 from autograder.judge.failures import BadValue, StudentError
+from autograder.worker.protocol import device_of
 from autograder.intake.submission import read_files
 from lesson import CATALOGUE, CONTRACT, LESSON
 from workers import remote_over, worker_factory
@@ -29,9 +30,12 @@ NO_OUTPUT = Edit(file="attention.py", old="return (out, weights) if return_weigh
 # (IndexError, what the student sees).
 PAST_THE_END = Edit(file="heads.py", old="    d_model = x.shape[-1]\n",
                     new="    rows = x.tolist()\n    last = rows[len(rows)]\n    d_model = x.shape[-1]\n")
-# A number read from the tensor: the meta device has no values, the CPU (and a GPU) runs it.
+# A number read from the tensor: the simulated GPU holds values, so it runs there as on the CPU (and a GPU).
 READS_A_VALUE = Edit(file="heads.py", old="    d_model = x.shape[-1]\n",
                      new="    total = float(x.sum())\n    d_model = x.shape[-1]\n")
+# A GPU tensor handed to numpy: a GPU refuses it (TypeError), the CPU runs it.
+TO_NUMPY = Edit(file="heads.py", old="    d_model = x.shape[-1]\n",
+                new="    total = x.numpy().sum()\n    d_model = x.shape[-1]\n")
 PLACE = re.compile(r" at (\w+)\.py:(\d+)")
 
 
@@ -125,15 +129,22 @@ def test_a_device_mismatch_is_the_gpus_runtime_error_and_said_to_run_on_the_cpu(
                              "GPU's device rules, mixing tensors of two devices (it runs on the CPU)")
 
 
-def test_a_failure_of_the_meta_device_alone_is_said_to_run_on_the_cpu(submit):
-    remote, files = submit(READS_A_VALUE)
+def test_a_failure_of_the_simulated_gpu_alone_is_said_to_run_on_the_cpu(submit):
+    remote, files = submit(TO_NUMPY)
     with pytest.raises(StudentError) as caught:
-        remote.on_fake_device("split_heads", torch.empty(2, 3, 8, device="meta"), 2)
+        remote.on_fake_device("split_heads", torch.ones(2, 3, 8), 2)
     error = caught.value
-    line = line_of(files["heads"], "total = float(x.sum())")
+    line = line_of(files["heads"], "total = x.numpy().sum()")
     assert error.on_fake_device and not error.on_cpu_too and not error.mixed_devices
-    assert error.summary == (f"split_heads raised RuntimeError at heads.py:{line} under the GPU's device rules "
+    assert error.summary == (f"split_heads raised TypeError at heads.py:{line} under the GPU's device rules "
                              "(it runs on the CPU)")
+
+
+def test_a_value_read_on_the_simulated_gpu_runs_as_on_a_gpu(submit):
+    """The meta device, which the device checks used to run on, has no values: reading one failed there."""
+    remote, _ = submit(READS_A_VALUE)
+    split = remote.on_fake_device("split_heads", torch.ones(2, 3, 8), 2)
+    assert device_of(split) == "meta" and tuple(split.shape) == (2, 2, 3, 4)
 
 
 def test_the_feedback_of_a_device_check_says_the_code_runs_on_the_cpu(factory, tmp_path):

@@ -29,7 +29,7 @@ from .remote import RemoteSubmission
 from .failures import SubmissionFailure, bounded
 from ..sandbox.launch import WorkerFactory
 from ..records.results import Cause, GraderFailure, SubmissionResult, TestResult
-from .rubric import NotChecked, RubricEntry, WrongShape
+from .rubric import NotChecked, RubricEntry, Symptom, WrongShape
 from ..sandbox.isolation import Requested, Sandbox, choose_sandbox
 
 
@@ -106,7 +106,8 @@ def _result_for(entry: RubricEntry, outcome: Outcome) -> tuple[TestResult, Grade
         cause = Cause("check_crashed")
     else:
         cause = Cause("wrong_shape" if _find(outcome.error, WrongShape) is not None else "wrong_value")
-    happened = "" if failure is None else failure.summary
+    symptom = _find(outcome.error, Symptom) if failure is None and crashed is None else None
+    happened = failure.summary if failure is not None else bounded(str(symptom), 300) if symptom else ""
     output = f"{concept}\nWhat happened: {happened}" if happened else concept
     return TestResult(name, group, 0, points, "failed", output, visibility, test_id, concept=concept,
                       happened=happened, cause=cause), crashed

@@ -54,9 +54,29 @@ class NotChecked(Exception):
         self.part, self.topic, self.reason = part, topic, reason
 
 
-class WrongShape(AssertionError):
+class Symptom(AssertionError):
+    """A hidden test's failed assertion whose message says what the student's code did, in words safe to show:
+    the judge's, naming no hidden input and no expected value ("returned float64 where float32 is expected",
+    "moves the encoding the opposite way"). The feedback shows it as what happened; a plain ``assert``'s message is
+    never shown."""
+
+
+class WrongShape(Symptom):
     """A hidden test's assertion that the answer has the wrong shape (a failed check like any other, typed so the
-    result's cause says ``wrong_shape`` rather than ``wrong_value``)."""
+    result's cause says ``wrong_shape`` rather than ``wrong_value``); its message, a :class:`Symptom`'s, says how
+    the shape differs without its sizes (:func:`shape_symptom`)."""
+
+
+def shape_symptom(got: tuple[int, ...], expected: tuple[int, ...], what: str = "a tensor") -> str:
+    """How shape ``got`` differs from ``expected`` in words that give neither: the rank, or the first axis that
+    is longer or shorter (for the first axis of a table: more or fewer rows than asked for)."""
+    if len(got) != len(expected):
+        return f"returned {what} with {len(got)} dimensions where {len(expected)} are expected"
+    for axis, (have, want) in enumerate(zip(got, expected)):
+        if have != want:
+            size = "longer" if have > want else "shorter"
+            return f"returned {what} whose dimension {axis} is {size} than it should be"
+    return f"returned {what} of the expected shape"
 
 
 def graded(points: float, concept: str, visibility: Visibility = "visible", optional: bool = False,

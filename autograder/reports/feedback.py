@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..records.results import SubmissionResult
 from .escape import markdown, plain, visible
-from .feedback_view import FIX_FIRST_INTRO, FixFirst, score_line, view, write_each  # noqa: F401  (score_line: its old home)
+from .feedback_view import FIX_FIRST_INTRO, FixFirst, hidden_words, score_line, shared_words, view, write_each  # noqa: F401  (score_line: its old home)
 
 
 def render(result: SubmissionResult) -> str:
@@ -23,8 +23,10 @@ def render(result: SubmissionResult) -> str:
     lines += [f"| {part.replace('_', ' ')} | {score:g} / {top:g} |" for part, score, top in shown.parts]
     lines.append("")
     lines += _fix_first(shown.fix_first)
-    if shown.failed:
+    if shown.failed or shown.shared:
         lines += ["## To work on", ""]
+        lines += [f"**One likely cause:** {markdown(shared_words(cause, count))}." for cause, count in shown.shared]
+        lines += [""] if shown.shared else []
         for check in shown.failed:
             concept = markdown(check.concept) if check.quotes_student else check.concept
             lines.append(f"- **{check.name}** ({check.score:g}/{check.max_score:g}): {concept}")
@@ -43,7 +45,7 @@ def render(result: SubmissionResult) -> str:
     if shown.missed:
         lines += ["## Also review", "", *(f"- {concept}" for concept in shown.missed), ""]
     if shown.hidden:
-        lines += [f"Your score includes {shown.hidden} further checks whose details are not shown.", ""]
+        lines += [hidden_words(shown), ""]
     if shown.uncounted:
         lines += [f"{shown.uncounted} check(s) need hardware the grading machine lacks (a GPU); they count neither "
                   "in your score nor in the maximum.", ""]

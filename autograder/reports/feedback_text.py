@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..records.results import SubmissionResult
 from .escape import plain, visible
-from .feedback_view import FIX_FIRST_INTRO, view, write_each
+from .feedback_view import FIX_FIRST_INTRO, hidden_words, shared_words, view, write_each
 
 WIDTH = 78
 
@@ -71,8 +71,10 @@ def render(result: SubmissionResult) -> str:
         for part in shown.fix_first:
             lines += _item(f"{part.part}: {part.words()}")
         lines.append("")
-    if shown.failed:
+    if shown.failed or shown.shared:
         lines += _heading("To work on")
+        for cause, count in shown.shared:
+            lines += textwrap.wrap(f"One likely cause: {shared_words(cause, count)}.", WIDTH) + [""]
         for check in shown.failed:
             lines += _item(f"{check.name} ({check.score:g}/{check.max_score:g}): {plain(check.concept)}")
             if check.happened:
@@ -91,7 +93,7 @@ def render(result: SubmissionResult) -> str:
         lines += _heading("Also review")
         lines += [line for concept in shown.missed for line in _item(plain(concept))] + [""]
     if shown.hidden:
-        lines += [f"Your score includes {shown.hidden} further checks whose details are not shown.", ""]
+        lines += textwrap.wrap(hidden_words(shown), WIDTH) + [""]
     if shown.uncounted:
         lines += textwrap.wrap(f"{shown.uncounted} check(s) need hardware the grading machine lacks (a GPU); they "
                                "count neither in your score nor in the maximum.", WIDTH) + [""]

@@ -105,6 +105,8 @@ class FeedbackView:
     passed: tuple[Check, ...]
     missed: tuple[str, ...]  # concepts of hidden checks missed, each once
     hidden: int  # hidden checks counted in the score
+    hidden_passed: int  # of which passed
+    shared: tuple[tuple[str, int], ...]  # (a raised error's type and place, how many failed checks it stopped)
     uncounted: int  # checks this machine could not run (the GPU check without CUDA)
     notebook_reason: str
     written: tuple[Written, ...]
@@ -136,6 +138,31 @@ def _check(test: TestResult) -> Check:
     return Check(test.name, test.score, test.max_score, test.output.strip(), "", test.group == "notebook")
 
 
+def _shared_causes(checks: list[TestResult]) -> tuple[tuple[str, int], ...]:
+    """One likely cause behind several failed checks: the same error type raised at the same line of the
+    student's code (the record's typed cause, never its words), with how many checks it failed."""
+    counts: dict[str, int] = {}
+    for test in checks:
+        cause = test.cause
+        if test.status == "failed" and cause is not None and cause.kind == "raised" and cause.where:
+            key = f"{cause.error_type or 'an error'} at {cause.where}"
+            counts[key] = counts.get(key, 0) + 1
+    return tuple((key, count) for key, count in counts.items() if count > 1)
+
+
+def shared_words(cause: str, count: int) -> str:
+    """The feedback's line for one cause shared by several failed checks (both formats)."""
+    return f"{count} failed checks stop at the same error, {cause}: one fix there may mend them all"
+
+
+def hidden_words(view: FeedbackView) -> str:
+    """The feedback's line on the hidden checks (both formats): how many passed, where the others' ideas are."""
+    failed = view.hidden - view.hidden_passed
+    words = (f"Your score includes {view.hidden} further checks whose details are not shown: "
+             f"{view.hidden_passed} passed")
+    return words + (f", {failed} failed (the idea each one checks is under Also review)." if failed else ".")
+
+
 def view(result: SubmissionResult) -> FeedbackView:
     """What ``result``'s student is shown (a pure function of the record)."""
     written = [test for test in result.tests if test.group == "written"]
@@ -159,7 +186,8 @@ def view(result: SubmissionResult) -> FeedbackView:
         # Hidden checks stay unnamed, but the idea each one missed is what the student needs to learn.
         missed=tuple(dict.fromkeys(_concept(test) for test in hidden
                                    if test.status == "failed" and not test.blocked_by)),
-        hidden=len(hidden), uncounted=sum(not test.counted for test in checks),
+        hidden=len(hidden), hidden_passed=sum(test.status == "passed" for test in hidden),
+        shared=_shared_causes(checks), uncounted=sum(not test.counted for test in checks),
         notebook_reason=result.notebook.reason if result.notebook is not None else "",
         written=tuple(Written(test.name.removeprefix("written: "),
                               "still to be graded" if test.status == "pending" else

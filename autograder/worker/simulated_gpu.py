@@ -130,6 +130,8 @@ class _Functions(TorchFunctionMode):
             if isinstance(source, OnGpu):
                 dtype = _to_dtype(args, kwargs) if func is _Tensor.to else None
                 return source.inner.to(dtype=dtype or source.dtype, copy=True)
+        if func is _Tensor.numpy and isinstance(args[0], OnGpu):  # as a GPU refuses it
+            raise TypeError("can't convert a GPU tensor to numpy: use Tensor.cpu() to copy it to host memory first")
         if func in (_Tensor.__getitem__, _Tensor.__setitem__, _Tensor.tolist) and any(
                 isinstance(item, OnGpu) for item in _tensors((*args, *kwargs.values()))):
             inputs = {id(item.inner): item for item in _tensors(args) if isinstance(item, OnGpu)}

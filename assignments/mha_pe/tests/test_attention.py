@@ -65,7 +65,11 @@ def test_mask_blocks_keys():
     _, unmasked = scaled_dot_product_attention(q.clone(), k.clone(), v.clone())
     assert torch.allclose(unmasked.sum(-1), torch.ones(1, 3), atol=1e-5), SOFTMAX
     causal = torch.tril(torch.ones(3, 3, dtype=torch.bool))
-    _, weights = scaled_dot_product_attention(q.clone(), k.clone(), v.clone(), mask=causal)
+    try:
+        _, weights = scaled_dot_product_attention(q.clone(), k.clone(), v.clone(), mask=causal)
+    except (IndexError, RuntimeError) as error:
+        raise AssertionError("a (seq_q, seq_k) mask applies to every batch element: use it where it broadcasts "
+                             f"against the (batch, seq_q, seq_k) scores, as masked_fill does ({error})") from None
     assert torch.all(weights[0][~causal] == 0), (
         "where the mask is False the weight must be exactly 0 (True = may attend)"
     )

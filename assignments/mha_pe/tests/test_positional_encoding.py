@@ -35,6 +35,11 @@ def test_table_shape_and_dtype():
         f"the table has one row per position and one column per feature: expected (10, 16), got {tuple(pe.shape)}"
     )
     assert pe.dtype == torch.float32, f"the table should be float32 like the embeddings it is added to, got {pe.dtype}"
+    shorter = get_positional_encoding(3, 16)  # the same width again: nothing kept from the call above
+    assert tuple(shorter.shape) == (3, 16), (
+        f"the table has one row per position for every length asked: expected (3, 16) after (10, 16), got "
+        f"{tuple(shorter.shape)} (is a table kept from an earlier call?)"
+    )
 
 
 def test_position_zero_is_sin0_cos0():

@@ -177,7 +177,7 @@ def _module_with_a_float_mask(student, later):
 @graded(2, "Use a numerically stable softmax (torch.softmax subtracts each row's maximum): exponentiating "
            "raw large scores overflows to inf and nan, and subtracting one maximum for all rows underflows a row "
            "far below it to 0 / 0.", topic="sdpa-stability")
-@needs(*ATTEND)
+@needs(*NORMALISED)
 def test_attention_is_stable_on_large_scores(student):
     """Large scores give finite, correct weights, in rows far apart too"""
     # An extra feature adds the same huge number to every score: a stable softmax gives the weights it gives

@@ -12,7 +12,7 @@ import time
 import torch
 
 from autograder.judge.rubric import graded
-from autograder.judge.rubric import NotChecked
+from autograder.judge.rubric import NotChecked, Symptom
 from .support import BASE_OF_MODULE, Calls, close, each_case, expected_rates, is_close, needs, pair_rates, randn, recurrence_residual, sine_pairs, student_raises, tensor, unwrapped_angle
 from autograder.worker.protocol import device_of
 
@@ -40,7 +40,8 @@ def pairs_of(table):
 
 @graded(3, "The table has one row per position and one column per feature: shape (max_seq_len, d_model), "
            "dtype float32.", topic="pe-shape")
-@each_case(max_seq_len=range(1, 41), d_model=EVEN)
+@each_case(examples=[dict(max_seq_len=9, d_model=6), dict(max_seq_len=4, d_model=6)],  # one width twice
+           max_seq_len=range(1, 41), d_model=EVEN)
 def test_table_shape_and_dtype(student, max_seq_len, d_model):
     """The table has shape (max_seq_len, d_model) and dtype float32"""
     tensor(student.get_positional_encoding(max_seq_len, d_model), (max_seq_len, d_model), torch.float32)
@@ -228,7 +229,22 @@ def test_shift_matrix_moves_the_true_encoding(student, reference, k, d_model):
     m = tensor(student.shift_matrix(k, d_model), (d_model, d_model), torch.float32).double()
     pe = reference.get_positional_encoding(n, d_model).double()
     src = torch.arange(max(0, -k), min(n, n - k))
-    close(pe[src] @ m.T, pe[src + k], atol=1e-4)
+    if not is_close(pe[src] @ m.T, pe[src + k], atol=1e-4):
+        raise Symptom(_shift_symptom(pe, m, k))
+
+
+def _shift_symptom(pe, m, k):
+    """What a wrong M_k does to the true encoding, in words with no number: which way it moves it and how far."""
+    n = len(pe)
+    for moved in sorted(range(-2 * abs(k) - 2, 2 * abs(k) + 3), key=abs):
+        src = torch.arange(max(0, -moved), min(n, n - moved))
+        if moved != k and len(src) and is_close(pe[src] @ m.T, pe[src + moved], atol=1e-4):
+            if moved == 0:
+                return "leaves the encoding where it is instead of moving it"
+            if (moved > 0) != (k > 0) or k == 0:
+                return "moves the encoding the opposite way (backwards for a positive k, forwards for a negative one)"
+            return f"moves the encoding the right way but {'too far' if abs(moved) > abs(k) else 'not far enough'}"
+    return "does not move the true encoding by k positions (no rotation of each pair by k times its frequency)"
 
 
 @graded(1, "shift_matrix takes the base of the encoding it moves: its rotations turn each pair by k times that "

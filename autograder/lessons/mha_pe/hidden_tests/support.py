@@ -13,7 +13,7 @@ import torch
 
 from autograder.judge.ahead import Unplanned
 from autograder.judge.failures import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
-from autograder.judge.rubric import NotChecked, WrongShape
+from autograder.judge.rubric import NotChecked, Symptom, WrongShape, shape_symptom
 from autograder.worker.protocol import Handle, Unsupported, device_of
 
 from ..public_checks import load_public_checks
@@ -122,9 +122,10 @@ def tensor(value, shape=None, dtype=None):
     """Assert the student returned a tensor (of ``shape`` / ``dtype`` when given); return it."""
     assert isinstance(value, torch.Tensor) and not isinstance(value, (Handle, Unsupported)), "not a tensor"
     if shape is not None and tuple(value.shape) != tuple(shape):
-        raise WrongShape(f"shape {tuple(value.shape)} instead of {tuple(shape)}")
-    if dtype is not None:
-        assert value.dtype == dtype, f"dtype {value.dtype} instead of {dtype}"
+        raise WrongShape(shape_symptom(tuple(value.shape), tuple(shape)))
+    if dtype is not None and value.dtype != dtype:  # the dtype a docstring asks for is no hidden value
+        raise Symptom(f"returned {str(value.dtype).removeprefix('torch.')} where "
+                      f"{str(dtype).removeprefix('torch.')} is expected")
     return value
 
 
@@ -308,7 +309,9 @@ def expected_attention(student, weights, twin, x, num_heads, mask=None):
 # ---------------------------------------------------------------- charged once: each part's gate
 
 def _pe_table(student):
+    # Two lengths of one width: a table kept from an earlier call (a cache by width) has the wrong rows for one.
     tensor(student.get_positional_encoding(20, 8), (20, 8))
+    tensor(student.get_positional_encoding(7, 8), (7, 8))
 
 
 def _pe_module(student):
@@ -496,8 +499,8 @@ def broken(student, gate, standing=None):
             known[key] = None
         except AssertionError:
             known[key] = part, topic, "returns the wrong shape (see its shape check)"
-        except SubmissionFailure:
-            known[key] = part, topic, "raises an error (see its own checks)"
+        except SubmissionFailure as failure:  # its summary: the judge's words, the error's type and line
+            known[key] = part, topic, f"raises an error (see its own checks): {failure.summary}"
     return known[key]
 
 
