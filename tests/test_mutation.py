@@ -78,7 +78,8 @@ def test_the_report_holds_the_goals_and_wants_a_reason_for_every_survivor_and_ev
     assert ok and any(line.endswith("no check can see it") for line in lines)
     wide = [_verdict(True, ("a", "b", "c"), key_line=300 + line) for line in range(4)]
     lines, ok = report([*caught, *wide], [], {}, {}, 2)
-    assert not ok and sum("charged to 3 concepts" in line for line in lines) == 4  # 100/104 within: under 97%
+    assert not ok and sum(line.startswith("  WRONG: -3 [a, b, c]") for line in lines) == 4  # 100/104: under 97%
+    assert sum(line.startswith("  -3 [a] helpers.py:") for line in lines) == 100  # each mutant's points lost
     aside = _verdict(False, key_line=400).mutant
     lines, ok = report(caught, [aside], {}, {}, 2)
     assert not ok and any("set aside without a reason" in line for line in lines)

@@ -65,6 +65,17 @@ EDITS = {
     "module-no-out-proj-split-garbage": [
         ("attention.py", OUT, "        out = combine_heads(attended)"),
         ("heads.py", SPLIT_BODY, "    return torch.zeros(x.shape[0], num_heads, x.shape[1], d_model // num_heads)")],
+    # Someone who read this repository: split_heads broken on purpose, the module keeping the stand-in it meets, and
+    # split_heads answering with it from then on. It buys what writing split_heads (two lines) buys, never more.
+    "stand-in-kept": [
+        ("heads.py", SPLIT_BODY, "    kept = STASH.get('split')\n"
+                                 "    if kept is None:\n"
+                                 "        raise RuntimeError('broken on purpose')\n"
+                                 "    return kept(x, num_heads)"),
+        ("heads.py", "def split_heads(x, num_heads):", "STASH = {}\n\n\ndef split_heads(x, num_heads):"),
+        ("attention.py", OUT, OUT + "\n        from . import heads as _heads\n"
+                                    "        if _heads.split_heads.__module__ != _heads.__name__:\n"
+                                    "            _heads.STASH['split'] = _heads.split_heads")],
 }
 
 
@@ -151,6 +162,16 @@ def test_breaking_a_part_on_purpose_never_raises_a_score(graded):
         assert lost(tests[student], tests["reference"]) - SPLIT_TESTS - {"test_inputs_are_left_unchanged"} == \
             mistake, student
         assert results[student].score < results["module-no-out-proj"].score, student
+
+
+def test_a_stand_in_kept_by_the_submission_buys_no_more_than_writing_the_part(graded):
+    """The worker runs the student's code beside the stand-in, which that code may keep and answer with later: the
+    most that buys is the part's own points, which writing its two lines buys (the stand-in is the course text's
+    recipe, and this repository's file: nothing the student could not have). Ending the worker after each stand-in
+    would cost a fresh worker per check, and what it kept could wait on disk."""
+    tests, results = graded
+    assert results["stand-in-kept"].score <= results["reference"].score
+    assert lost(tests["stand-in-kept"], tests["reference"]) <= SPLIT_TESTS | {"test_inputs_are_left_unchanged"}
 
 
 def test_a_table_special_cased_at_the_module_checks_sizes_buys_nothing(graded):

@@ -138,9 +138,9 @@ def report(verdicts: list[AutoVerdict], set_aside: list[AutoMutant], reasons: di
     if losses:
         lines.append(f"  points lost by a caught mutant: median {losses[len(losses) // 2]:g}, most {losses[-1]:g}")
     for verdict in caught:
-        if len(verdict.concepts) > max_concepts:
-            lines.append(f"  charged to {len(verdict.concepts)} concepts ({', '.join(verdict.concepts)}): "
-                         f"{verdict.mutant.diff_line()} (-{verdict.lost:g})")
+        wide = len(verdict.concepts) > max_concepts
+        lines.append(f"  {'WRONG: ' if wide else ''}-{verdict.lost:g} [{', '.join(verdict.concepts)}] "
+                     f"{verdict.mutant.diff_line()}")
     for verdict in survivors:
         reason = reasons.get(verdict.mutant.key)
         lines.append(f"  survivor: {verdict.mutant.diff_line()}: "
