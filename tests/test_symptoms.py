@@ -78,3 +78,25 @@ def test_a_shared_cause_is_said_once_from_the_typed_records():
     assert ("**One likely cause:** 3 failed checks stop at the same error, IndexError at heads.py:12: one fix there "
             "may mend them all.") in text
     assert "ValueError at heads.py:40: one fix" not in text
+
+
+def test_only_the_checks_own_symptom_is_shown_never_one_from_its_chain():
+    """A check graded again with a stand-in fails in its second run: the first run's symptom (in the chain) is not
+    what its second run did, so nothing is said; a plain assert's message is never shown."""
+    from autograder.judge.grade import _result_for
+    from autograder.judge.hidden_suite import Outcome
+    from autograder.judge.rubric import RubricEntry, Symptom
+
+    entry = RubricEntry("t", "A check", "attention", 2, "The idea.", topic="idea")
+    try:
+        try:
+            raise Symptom("returned float64 where float32 is expected")
+        except Symptom:
+            raise AssertionError("values differ at 0.123")  # noqa: B904 - the chain is the point
+    except AssertionError as error:
+        chained = error
+    assert _result_for(entry, Outcome("failed", chained))[0].happened == ""
+    own = _result_for(entry, Outcome("failed", Symptom("moves the encoding the opposite way")))[0]
+    assert own.happened == "moves the encoding the opposite way" and own.output.endswith(own.happened)
+    plain = _result_for(entry, Outcome("failed", AssertionError("values differ at 0.123")))[0]
+    assert plain.happened == "" and "0.123" not in plain.output

@@ -61,6 +61,16 @@ def _find(error, kind):
     return None
 
 
+def _own_symptom(error):
+    """The :class:`Symptom` that failed the check itself (or one of a group's), never one from its chain: an
+    assertion raised while handling another (a check graded again with a stand-in) describes its own run."""
+    if isinstance(error, Symptom):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        return next(filter(None, (_own_symptom(inner) for inner in error.exceptions)), None)
+    return None
+
+
 def _is_assertion(error):
     """Whether ``error`` is a failed check (an AssertionError, possibly inside a hypothesis group)."""
     if isinstance(error, AssertionError):
@@ -106,7 +116,7 @@ def _result_for(entry: RubricEntry, outcome: Outcome) -> tuple[TestResult, Grade
         cause = Cause("check_crashed")
     else:
         cause = Cause("wrong_shape" if _find(outcome.error, WrongShape) is not None else "wrong_value")
-    symptom = _find(outcome.error, Symptom) if failure is None and crashed is None else None
+    symptom = _own_symptom(outcome.error) if failure is None and crashed is None else None
     happened = failure.summary if failure is not None else bounded(str(symptom), 300) if symptom else ""
     output = f"{concept}\nWhat happened: {happened}" if happened else concept
     return TestResult(name, group, 0, points, "failed", output, visibility, test_id, concept=concept,
