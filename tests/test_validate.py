@@ -37,7 +37,9 @@ def test_validate_passes_and_prints_the_report(capsys):
     assert ok, "\n".join(line for line in lines if "WRONG" in line or "*" in line or "precision" in line)
     assert "(100%)" in report
     matrix = report.split("diagnosis matrix", 1)[1]
-    assert "split-view-without-transpose [heads-tokens, order] -6: test_split_keeps_tokens_apart (heads-tokens)" in matrix
+    # One slip in split_heads: its own check fails, the code built on it keeps its points with the stand-in.
+    assert ("split-view-without-transpose [heads-tokens] -3: test_split_keeps_tokens_apart (heads-tokens); + 1 with "
+            "stand-ins") in matrix
     # No catalogued mistake in a helper takes the points of the checks built on it: a check waits for a helper only
     # when it checks that helper (the code built on it runs with its stand-in).
     waits = re.findall(r"(test_\w+) \([\w-]+, waits for (\w+)\)", matrix)

@@ -192,6 +192,8 @@ def test_module_mask_reaches_every_head():
     causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
     _, masked = mha(x, mask=causal, return_weights=True)
     _, unmasked = mha(x, return_weights=True)
+    # Weights that are no distribution at all are the softmax's mistake, not the mask's: said first.
+    assert torch.allclose(unmasked.sum(-1), torch.ones(unmasked.shape[:-1]), atol=1e-5), SOFTMAX
     assert torch.all(masked[..., ~causal] == 0), (
         "a (seq, seq) mask must reach every head and batch element: blocked keys (False; True = may attend) get "
         "weight 0 in every head"
