@@ -146,7 +146,7 @@ def test_gradebook_has_a_column_per_group(graded):
     with open(out / "gradebook.csv", newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         assert reader.fieldnames[:3] == ["student", "score", "max_score"]
-        assert set(reader.fieldnames[3:]) == {"positional_encoding", "heads", "attention", "properties"}
+        assert set(reader.fieldnames[3:]) == {"positional_encoding", "heads", "attention", "whole_model"}
         rows = list(reader)
     assert len(rows) == len(results)
     for row in rows:

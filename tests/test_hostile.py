@@ -578,7 +578,7 @@ def test_a_forbidden_api_reached_by_a_computed_name_is_charged_to_it(attacked, s
     assert {"test_attention_values", "test_attention_shapes"} <= {test.id for test in failed}, result.tests
     assert all(test.cause is not None and test.cause.kind == "forbidden" and api in test.cause.apis
                for test in failed), failed
-    assert {test.group for test in failed} <= {"attention", "properties"}, failed  # its other files are the reference's
+    assert {test.group for test in failed} <= {"attention", "whole_model"}, failed  # its other files are the reference's
     assert 0 < result.score < result.max_score
 
 

@@ -34,19 +34,21 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     ``(seq_q, d)``, ``(batch, seq_q, d)``, ``(batch, heads, seq_q, d)`` and so on,
     with ``k`` and ``v`` sharing those leading dimensions. Work on the last two
     axes only (``k.transpose(-2, -1)``, ``softmax(dim=-1)``), never on a fixed rank.
-    Create any new tensor on the inputs' device.
+    Create any new tensor on the inputs' device: a mask or a table of zeros
+    made here (``torch.zeros(..., device=q.device)``, ``torch.ones_like(scores)``)
+    follows the inputs; a plain ``torch.tensor(-1e9)`` number may join them.
 
     Args:
         q: ``(..., seq_q, d)`` queries.
         k: ``(..., seq_k, d)`` keys.
         v: ``(..., seq_k, d_v)`` values.
         mask: optional ``torch.bool`` tensor broadcastable to ``(..., seq_q, seq_k)``;
-            ``True`` means the query may attend to that key, ``False`` blocks it
-            (the convention of ``torch.nn.functional.scaled_dot_product_attention``,
-            and the opposite of ``nn.MultiheadAttention``'s ``attn_mask``).
+            ``True`` means the query may attend to that key, ``False`` blocks it.
             A blocked key gets weight exactly 0. A query whose keys are all
             blocked attends to nothing: its row of weights and its output are all
-            zeros (as in PyTorch's ``scaled_dot_product_attention``), never NaN.
+            zeros, never NaN. Filling blocked scores alone does not give that:
+            with ``-inf`` such a row's softmax is NaN, with ``-1e9`` it is equal
+            weights (1/seq_k each); set that row to zeros yourself.
 
     Returns:
         ``(output, weights)``: output ``(..., seq_q, d_v)``, weights

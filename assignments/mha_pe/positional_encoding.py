@@ -69,6 +69,12 @@ def shift_matrix(k, d_model, base=10000.0):
     by a 2x2 rotation that depends on ``k*w`` only, never on ``pos``. ``M`` is
     block diagonal with one such 2x2 block per feature pair.
 
+    Mind the direction: the pair is stored sine first, so its block (rows and
+    columns in the order sin, cos) is ``[[cos(k*w), sin(k*w)], [-sin(k*w), cos(k*w)]]``:
+    the new sine is ``sin*cos(k*w) + cos*sin(k*w)``. The textbook rotation
+    ``[[cos, -sin], [sin, cos]]`` acts on (cos, sin) pairs; used on (sin, cos)
+    it moves the encoding backwards.
+
     Args:
         k: the offset, in positions.
         d_model: embedding size, a positive even integer.

@@ -44,7 +44,7 @@ TOOLS = ("pytest",)
 NOTEBOOK_TOOLS = ("matplotlib", "notebook==7.6.5", "ipykernel")
 # What a lesson's student_readme.md may name in braces; any other brace (``\theta_{i}``, a JSON example) stays.
 PLACEHOLDERS = ("setup", "title", "package", "steps", "total", "points_per_test", "seconds", "forbidden", "packages",
-                "tests")
+                "tests", "start_here", "schedule")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 PYTEST_INI = """\
 [pytest]
@@ -155,7 +155,7 @@ def classroom_workflow(assignment: Assignment, steps: tuple[Step, ...] | None = 
           test-name: {step.id}
           setup-command: ""
           command: python -m pytest -q {step.node}
-          timeout: 5
+          timeout: 5  # minutes
           max-score: {step.points}
 """ for step in steps)
     env = "\n".join(f"          {step.id.upper()}_RESULTS: \"${{{{steps.{step.id}.outputs.result}}}}\""
@@ -234,6 +234,38 @@ def _forbidden(assignment: Assignment) -> str:
     return " or ".join(filter(None, (", ".join(names[:-1]), "".join(names[-1:]))))
 
 
+def _start_here(assignment: Assignment) -> str:
+    """The README's "Start here" checklist: set up, then each student file in the descriptor's order with the
+    public tests of that file alone, the notebook, and the push."""
+    package = assignment.id
+    items = [f"Set up (below). The code needs only pytest and the packages the grader has ({allowed_packages(assignment)}): "
+             "you can start on it before the notebook's packages are installed."]
+    for module, names in _names_by_module(assignment).items():
+        items.append(f"Write `assignments/{package}/{module}.py` ({', '.join(f'`{name}`' for name in names)}), then "
+                     f"check it alone: "
+                     f"`.venv/bin/python -m pytest -k {module}`.")
+    if assignment.notebook:
+        items.append(f"Open `assignments/{package}/{assignment.notebook}`, run it, answer the questions and save it "
+                     "(run or not, it is graded the same: the grader runs it again).")
+    items.append("Commit and push: every push runs the public tests on GitHub Classroom (the template's own first "
+                 "commit has no run; your first push does).")
+    return "## Start here\n\n" + "\n".join(f"{number}. {item}" for number, item in enumerate(items, 1)) + "\n\n"
+
+
+def _names_by_module(assignment: Assignment) -> dict[str, list[str]]:
+    names: dict[str, list[str]] = {module: [] for module in assignment.contract.modules}
+    for name, module in assignment.contract.names.items():
+        names[module].append(name)
+    return names
+
+
+def _schedule(assignment: Assignment) -> str:
+    """The README's grading schedule, from the descriptor's ``[classroom.schedule]`` (or the defaults)."""
+    words = assignment.schedule
+    return (f"**When.** {words['grading']} **What counts.** {words['submission']} **Feedback.** "
+            f"{words['feedback']}")
+
+
 def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None, tests: int | None = None) -> str:
     """The template's README.md: the lesson's own text (``student_readme.md`` in its folder, with the set-up
     commands, the forbidden APIs, the number of public tests as pytest reports them (``tests``, collected when
@@ -247,7 +279,8 @@ def student_readme(assignment: Assignment, steps: tuple[Step, ...] | None = None
     fields = dict(setup=_setup(), title=assignment.title, package=assignment.id, steps=len(steps), total=total,
                   points_per_test=_points(POINTS_PER_TEST),
                   seconds=f"about {seconds:g} seconds" if seconds else "a few seconds",
-                  forbidden=_forbidden(assignment), packages=allowed_packages(assignment))
+                  forbidden=_forbidden(assignment), packages=allowed_packages(assignment),
+                  start_here=_start_here(assignment), schedule=_schedule(assignment))
     if "{tests}" in text:  # collecting costs a torch import: only when the text asks for the count
         fields["tests"] = public_test_count(assignment) if tests is None else tests
     # Only the named placeholders are filled, once, left to right: a brace in the lesson's text is its own.

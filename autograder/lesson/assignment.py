@@ -31,6 +31,11 @@ A descriptor, abridged::
     [classroom]                      # optional
     public_test_seconds = 5          # one run of the public tests, measured (the student README's {seconds})
 
+    [classroom.schedule]             # optional: the student README's {schedule}, each a sentence
+    grading = "..."                  # when the instructor's run happens
+    submission = "..."               # what counts as the submission
+    feedback = "..."                 # how often feedback comes
+
 A lesson's folder may also hold ``student_readme.md``, the Classroom template's README (the placeholders
 ``classroom.PLACEHOLDERS`` lists are filled in; any other brace stays as written). docs/authoring.md has every key.
 """
@@ -49,7 +54,15 @@ DESCRIPTOR = "assignment.toml"
 LESSONS_DIR = Path(__file__).resolve().parents[1] / "lessons"
 REQUIRED = ("id", "title", "solutions", "release", "hidden_tests", "catalogue", "files")
 OPTIONAL = ("notebook", "warm_up", "hooks", "promises", "packages", "forbidden", "classes", "classroom")
-CLASSROOM = ("prefixes", "public_test_seconds")  # the keys of the optional [classroom] table
+CLASSROOM = ("prefixes", "public_test_seconds", "schedule")  # the keys of the optional [classroom] table
+SCHEDULE = ("grading", "submission", "feedback")  # the keys of [classroom.schedule]
+# What the README says of the schedule when the descriptor does not say it.
+DEFAULT_SCHEDULE = {
+    "grading": "Your instructor runs the grader after the deadline, once for the whole class.",
+    "submission": "What is graded is your repository as it was at your last push before the deadline.",
+    "feedback": "Feedback comes with that run: a file per student with your score and what each missed check is "
+                "about; the Classroom points come at every push.",
+}
 DEFAULT_PACKAGES = ("torch",)  # what a descriptor without ``packages`` allows: the engine's own library
 
 
@@ -71,6 +84,7 @@ class Assignment:
     promises: Path | None = None  # the docstrings' rules and their tests (instructor-side, for the rubric page)
     step_prefixes: dict = field(default_factory=dict)  # module -> short prefix of its Classroom steps' ids
     public_test_seconds: float | None = None  # a run of the public tests, measured (the student README's {seconds})
+    schedule: dict = field(default_factory=lambda: dict(DEFAULT_SCHEDULE))  # the README's {schedule} sentences
 
     @property
     def pages(self) -> Path:
@@ -146,6 +160,10 @@ def load(path: str | Path) -> Assignment:
     if not isinstance(classroom, dict):
         raise KitError(f"assignment descriptor {path}: [classroom] must be a table")
     _known(path, "classroom.", classroom, CLASSROOM)
+    schedule = classroom.get("schedule", {})
+    if not isinstance(schedule, dict) or not all(isinstance(value, str) and value.strip() for value in schedule.values()):
+        raise KitError(f"assignment descriptor {path}: [classroom.schedule] must be a table of sentences")
+    _known(path, "classroom.schedule.", schedule, SCHEDULE)
     packages = data.get("packages", list(DEFAULT_PACKAGES))
     if (not isinstance(packages, list) or not all(isinstance(name, str) and name.isidentifier() for name in packages)
             or "torch" not in packages):
@@ -167,7 +185,8 @@ def load(path: str | Path) -> Assignment:
                       catalogue=place("catalogue"), notebook=data.get("notebook") or None,
                       warm_up=place("warm_up"), hooks=place("hooks"), promises=place("promises"),
                       step_prefixes=dict(classroom.get("prefixes", {})),
-                      public_test_seconds=_seconds(path, classroom.get("public_test_seconds")))
+                      public_test_seconds=_seconds(path, classroom.get("public_test_seconds")),
+                      schedule={**DEFAULT_SCHEDULE, **{key: value.strip() for key, value in schedule.items()}})
 
 
 def _known(path: Path, prefix: str, table: dict, keys: tuple[str, ...]) -> None:

@@ -20,7 +20,7 @@ def render(result: SubmissionResult) -> str:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
     lines += [line for notice in shown.notices for line in (f"**Note:** {notice}", "")]
     lines += ["| part | points |", "| --- | --- |"]
-    lines += [f"| {part.replace('_', ' ')} | {score:g} / {top:g} |" for part, score, top in shown.parts]
+    lines += [f"| {part.replace('_', ' ')} | {points} |" for part, points in shown.parts]
     lines.append("")
     lines += _fix_first(shown.fix_first)
     if shown.failed or shown.shared:

@@ -62,8 +62,8 @@ def render(result: SubmissionResult) -> str:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
     for notice in shown.notices:
         lines += [*textwrap.wrap(f"Note: {plain(notice)}", WIDTH), ""]
-    width = max(len(part) for part, _, _ in shown.parts) if shown.parts else 0
-    lines += [f"  {part.replace('_', ' '):<{width}}  {score:g} / {top:g}" for part, score, top in shown.parts]
+    width = max(len(part) for part, _ in shown.parts) if shown.parts else 0
+    lines += [f"  {part.replace('_', ' '):<{width}}  {points}" for part, points in shown.parts]
     lines.append("")
     if shown.fix_first:
         lines += _heading("Fix first")

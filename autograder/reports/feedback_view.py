@@ -99,7 +99,7 @@ class FeedbackView:
     score_line: str
     unfinished: bool
     notices: tuple[str, ...]
-    parts: tuple[tuple[str, float, float], ...]  # (part, score, maximum)
+    parts: tuple[tuple[str, str], ...]  # (part, its points in words: "10 / 22", "13 points still to be graded")
     fix_first: tuple[FixFirst, ...]
     failed: tuple[Check, ...]
     passed: tuple[Check, ...]
@@ -136,6 +136,17 @@ def _check(test: TestResult) -> Check:
     if test.concept:  # a hidden test: the concept and what happened, kept apart in the record
         return Check(test.name, test.score, test.max_score, test.concept, test.happened, stood_in=test.stood_in)
     return Check(test.name, test.score, test.max_score, test.output.strip(), "", test.group == "notebook")
+
+
+def part_points(result: SubmissionResult, group: str, score: float, top: float) -> str:
+    """A part's points in the table: "10 / 22"; points a human has not graded yet are named as pending, never shown
+    as lost ("13 points still to be graded", or "2 / 4, 9 points still to be graded")."""
+    pending = sum(test.max_score for test in result.tests if test.group == group and test.status == "pending")
+    if not pending:
+        return f"{score:g} / {top:g}"
+    if pending >= top:
+        return f"{pending:g} points still to be graded"
+    return f"{score:g} / {top - pending:g}, {pending:g} points still to be graded"
 
 
 def _shared_causes(checks: list[TestResult]) -> tuple[tuple[str, int], ...]:
@@ -181,7 +192,8 @@ def view(result: SubmissionResult) -> FeedbackView:
     return FeedbackView(
         student=result.student, score_line=score_line(result), unfinished=result.unfinished is not None,
         notices=tuple(result.notices),
-        parts=tuple((group, score, top) for group, (score, top) in result.group_scores().items()),
+        parts=tuple((group, part_points(result, group, score, top))
+                    for group, (score, top) in result.group_scores().items()),
         fix_first=fix_first, failed=failed, passed=passed,
         # Hidden checks stay unnamed, but the idea each one missed is what the student needs to learn.
         missed=tuple(dict.fromkeys(_concept(test) for test in hidden

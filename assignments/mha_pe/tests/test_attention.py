@@ -83,16 +83,23 @@ def test_mask_blocks_keys():
     )
 
 
+# One account of the all-blocked row, the docstring's: the symptom each common fill gives, and the fix.
+ALL_BLOCKED = ("a query with every key blocked attends to nothing: its row of weights and its output are all zeros "
+               "(filling the blocked scores with -inf makes that row NaN, with -1e9 equal weights; set the rows where "
+               "mask.any(dim=-1) is False to zeros)")
+
+
 def test_a_query_with_every_key_blocked_attends_to_nothing():
     q, k, v = torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
     mask = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])  # query 1 sees no key
     out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
     assert not (weights.isnan().any() or out.isnan().any()), (
-        "a query with every key blocked attends to nothing: its row of weights and its output are zeros, never NaN "
-        "(a softmax over a row of -inf gives NaN; mask.any(dim=-1) says which queries keep a key)"
+        f"{ALL_BLOCKED}; this row is NaN, what a softmax over a row of -inf scores gives"
     )
     assert torch.all(weights[0, 1] == 0) and torch.all(out[0, 1] == 0), (
-        "a query with every key blocked attends to nothing: its row of weights and its output must be all zeros"
+        f"{ALL_BLOCKED}; this row's weights are " + ("equal (1/seq_k each), what a softmax over a row of -1e9 scores "
+                                                     "gives" if torch.allclose(weights[0, 1], torch.full((3,), 1 / 3))
+                                                     else "not all zero")
     )
     assert torch.allclose(weights[0, [0, 2]].sum(-1), torch.ones(2), atol=1e-5), (
         "the other queries keep their weights, each row summing to 1 over its allowed keys"

@@ -122,9 +122,9 @@ def test_attention_mask(student):
 MASKED = (*NORMALISED, "attention mask")
 
 
-@graded(2, "A query with every key blocked attends to nothing: its weights and its output are zeros, never "
-           "NaN (a row of -inf scores softmaxes to NaN: set such rows to 0), whatever the mask's rank: look for "
-           "a key left along the key axis, the last one.", topic="sdpa-all-blocked")
+@graded(2, "A query with every key blocked attends to nothing: its weights and its output are zeros (a row of "
+           "-inf scores softmaxes to NaN, a row of -1e9 scores to equal weights: set such rows to 0), whatever "
+           "the mask's rank: look for a key left along the key axis, the last one.", topic="sdpa-all-blocked")
 @needs(*MASKED)
 def test_attention_zeroes_queries_with_every_key_blocked(student):
     """A query with every key blocked gets zero weights and zero output, for masks of every rank"""

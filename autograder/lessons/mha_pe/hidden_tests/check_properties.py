@@ -10,7 +10,7 @@ from autograder.judge.rubric import NotChecked, graded
 from .support import MODULE_PARTS, Calls, Later, close, first, graded_on_its_own, needs, pair, randn, tensor
 from autograder.worker.protocol import device_of
 
-GROUP = "properties"
+GROUP = "whole_model"  # what these check: the three files working together, not one of them
 PERMUTATION = torch.tensor([4, 2, 0, 5, 1, 3])
 MODULE = (*MODULE_PARTS, "MultiHeadAttention")
 MASKED = ("scaled_dot_product_attention", "attention mask")
