@@ -164,14 +164,16 @@ def test_breaking_a_part_on_purpose_never_raises_a_score(graded):
         assert results[student].score < results["module-no-out-proj"].score, student
 
 
-def test_a_stand_in_kept_by_the_submission_buys_no_more_than_writing_the_part(graded):
-    """The worker runs the student's code beside the stand-in, which that code may keep and answer with later: the
-    most that buys is the part's own points, which writing its two lines buys (the stand-in is the course text's
-    recipe, and this repository's file: nothing the student could not have). Ending the worker after each stand-in
-    would cost a fresh worker per check, and what it kept could wait on disk."""
+def test_a_stand_in_kept_by_the_submission_is_gone_when_the_parts_own_checks_run(graded):
+    """The worker runs the student's code beside the stand-in, which that code may keep (in a list, a module's
+    attribute) to answer with later. A stand-in block runs in a child of the worker, which ends with the block: what
+    it kept is gone when split_heads' own checks run, so the part's points stay unearned, exactly as for a
+    split_heads that raises."""
     tests, results = graded
-    assert results["stand-in-kept"].score <= results["reference"].score
-    assert lost(tests["stand-in-kept"], tests["reference"]) <= SPLIT_TESTS | {"test_inputs_are_left_unchanged"}
+    assert results["stand-in-kept"].score < results["reference"].score
+    assert lost(tests["stand-in-kept"], tests["reference"]) - {"test_inputs_are_left_unchanged"} == \
+        lost(tests["module-no-out-proj-split-raises"], tests["module-no-out-proj"]) - {"test_inputs_are_left_unchanged"}
+    assert tests["stand-in-kept"]["test_module_matches_torch_output"].stood_in == ("split_heads",)
 
 
 def test_a_table_special_cased_at_the_module_checks_sizes_buys_nothing(graded):

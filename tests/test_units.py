@@ -1167,6 +1167,23 @@ def test_the_fake_device_applies_the_gpus_device_rules():
     plain = torch.empty(2, 3, 3, device="meta")
     with pytest.raises((RuntimeError, NotImplementedError)):
         by_value(plain, torch.empty(3, 3, dtype=torch.bool, device="meta"))
+
+    # Correct code in other common styles (a red team's finds): a tensor made with new_tensor, an in-place
+    # transpose of a copy, a named tuple returned, a CPU value copied into a slice; and wrong code, CPU values put
+    # at GPU indices, refused as a GPU refuses it.
+    import collections
+
+    def styles(x):
+        y = (x * x.new_tensor(0.5)).clone()
+        y.transpose_(-2, -1)
+        table = torch.empty(3, 3, dtype=x.dtype, device=x.device)
+        table[:] = torch.ones(3, 3)
+        return collections.namedtuple("Pair", "out table")(y.reshape(2, -1), table)
+
+    done = on_fake_device(styles, (scores,), {})
+    assert done["devices"] == ["meta", "meta"] and tuple(done["value"].out.shape) == (2, 9)
+    with pytest.raises(RuntimeError, match="device"):
+        on_fake_device(lambda s: s.index_put((torch.arange(2),), torch.zeros(2, 3, 3)), (scores,), {})
     done = on_fake_device(by_value, (scores, mask), {})
     assert done["devices"] == ["meta", "meta"] and done["value"][1].shape == (2, 6)
 

@@ -74,16 +74,63 @@ def serve(root, in_fd, out_fd, contract):
     session = Session(root, contract)
     install_tripwires(session)
     install_import_guard(contract)
+    block = None  # in a stand-in block's child: the pipe that tells the waiting parent the block ended as asked
     while True:
         try:
             message, blobs = protocol.receive(in_fd)
         except protocol.ChannelClosed:
             return 0
+        if message.get("op") == "stand_in":
+            if message.get("sources") and block is None:
+                block = _stand_in_block()  # returns in the child; the parent returns only when the block ended
+                if block is None:
+                    continue  # the parent: the child answered every request of the block, this one too
+                session.next_handle += BLOCK_HANDLES  # the child's objects: numbers the parent never gives
+            elif not message.get("sources") and block is not None:
+                _reply(out_fd, message, {"value": None})
+                os.write(block, b"ended")
+                os._exit(0)
         reply_blobs = []
         reply = session.handle(message, blobs, reply_blobs)
-        reply["nonce"] = message.get("nonce")  # lets the judge notice replies it did not ask for
-        sys.stdout.flush()
-        protocol.send(out_fd, reply, reply_blobs)
+        _reply(out_fd, message, reply, reply_blobs)
+
+
+BLOCK_HANDLES = 1_000_000
+
+
+def _reply(out_fd, message, reply, reply_blobs=()):
+    from . import protocol
+
+    reply["nonce"] = message.get("nonce")  # lets the judge notice replies it did not ask for
+    sys.stdout.flush()
+    protocol.send(out_fd, reply, list(reply_blobs))
+
+
+def _stand_in_block():
+    """Serve a stand-in block (the judge's stand-ins for broken parts, from its first request to the one that ends
+    it) in a child process, so that nothing the submission's code keeps of a stand-in outlives the block: the
+    parent, which never met one, waits and then serves on. Returns the write end of the child's "ended" pipe in
+    the child, None in the parent once the block ended as asked; a child that ended otherwise (it crashed, or its
+    code exited) ends the parent the same way, as a crash of any call ends the worker."""
+    ended, tell = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(ended)
+        return tell
+    os.close(tell)
+    _, status = os.waitpid(child, 0)
+    os.set_blocking(ended, False)  # a process the child left behind may hold the pipe open: never wait for it
+    try:
+        said = os.read(ended, 16)
+    except BlockingIOError:
+        said = b""
+    os.close(ended)
+    if said == b"ended" and os.waitstatus_to_exitcode(status) == 0:
+        return None
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # killed by a signal: the parent ends by the same one
+        os.kill(os.getpid(), -code)
+    os._exit(code or 1)
 
 
 def main(argv):

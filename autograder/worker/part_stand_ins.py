@@ -5,9 +5,11 @@ A stand-in is source text the judge sends (a lesson's recipe, which the course t
 student could not write from it). It is compiled here and bound wherever the student's modules hold the
 function it replaces: the defining module's name and every other module's alias of the same object
 (``from .helpers import helper``); a file imported later takes the stand-in from the defining module.
-:meth:`StandIns.restore` puts the student's own objects back wherever a stand-in is bound. Student code runs in
-this process and may keep a stand-in it meets: that buys nothing honest code cannot write, and the judge never
-takes this process's word that a stand-in was used (it installs them and reads every answer as any other).
+:meth:`StandIns.restore` puts the student's own objects back when the judge changes the stand-ins within a block.
+A block runs in a child of the worker (worker/main.py), which ends with it: whatever the submission's code kept of a
+stand-in (in a list, an attribute, a closure) ends there too, and the worker serves on as it was before the block.
+The judge never takes this process's word that a stand-in was used (it installs them and reads every answer as any
+other).
 """
 
 import builtins

@@ -88,6 +88,7 @@ class Session:
         self.contract = contract
         self.modules = {}  # module name -> module, or error record
         self.handles = {}
+        self.next_handle = 1  # a stand-in block's child numbers its objects apart (worker/main.py): none is reused
         self.forbidden_hits = []
         package = types.ModuleType(contract.package)
         package.__path__ = [self.root]  # the student's __init__.py is not theirs to write: never run it
@@ -166,7 +167,8 @@ class Session:
     # ------------------------------------------------------------ values
 
     def _handle_for(self, value):
-        handle = len(self.handles) + 1
+        handle = self.next_handle
+        self.next_handle += 1
         self.handles[handle] = value
         return {"__handle__": handle, "type": type(value).__name__[:100]}
 
@@ -547,7 +549,10 @@ def _as_meta(value, devices):
         devices.append(value.device.type)
         return torch.empty(tuple(value.shape), dtype=value.dtype, device="meta")
     if isinstance(value, (list, tuple)):
-        return type(value)(_as_meta(item, devices) for item in value)
+        items = [_as_meta(item, devices) for item in value]
+        if hasattr(value, "_fields"):  # a named tuple: its fields by position
+            return type(value)(*items)
+        return type(value)(items)
     if isinstance(value, dict):
         return {key: _as_meta(item, devices) for key, item in value.items()}
     return value

@@ -18,9 +18,13 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .device_rules import MIXED_DEVICES, SAME_DTYPE, _tensors, common_device
+
+INDEX_PUT = frozenset({torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default,
+                       torch.ops.aten._index_put_impl_.default})
 
 DEVICE = torch.device("meta")
 _aten = torch.ops.aten
@@ -111,9 +115,14 @@ def run_on_gpu(func, args, kwargs):
         return func(*args, **kwargs)
     if func not in MIXED_DEVICES:
         common_device(func, _tensors((*args, *kwargs.values())))  # raises DeviceMismatch where a GPU would
+    elif func in INDEX_PUT:  # CPU indices may meet a GPU tensor; its new values may not (a CPU 0-dim one may)
+        common_device(func, [args[0], *_tensors(args[2:3])])
     out = func(*_unwrapped(args), **_unwrapped(kwargs))
     if func is _aten._local_scalar_dense.default:
         return out
+    if torch.Tag.inplace_view in func.tags:  # transpose_, unsqueeze_ ...: the wrapper takes the inner's new shape
+        with no_dispatch():
+            func(*args, **kwargs)
     return _wrapped(out, inputs)
 
 
@@ -144,12 +153,14 @@ class _Functions(TorchFunctionMode):
                 return source.inner.to(dtype=dtype or source.dtype, copy=True)
         if func is _Tensor.numpy and isinstance(args[0], OnGpu):  # as a GPU refuses it
             raise TypeError("can't convert a GPU tensor to numpy: use Tensor.cpu() to copy it to host memory first")
+        if func is _Tensor.new_tensor and isinstance(args[0], OnGpu) and not _gpu_device(kwargs.get("device")):
+            data = _unwrapped(args[1] if len(args) > 1 else kwargs.get("data"))
+            made = torch.as_tensor(data, dtype=kwargs.get("dtype") or args[0].dtype).detach().clone()
+            return OnGpu(made)  # on the tensor's device, as new_tensor makes it
         if func in (_Tensor.__getitem__, _Tensor.__setitem__, _Tensor.tolist) and any(
                 isinstance(item, OnGpu) for item in _tensors((*args, *kwargs.values()))):
+            # Indexing takes CPU indices, and assigning copies a CPU value in: both work on a GPU.
             inputs = {id(item.inner): item for item in _tensors(args) if isinstance(item, OnGpu)}
-            if func is not _Tensor.tolist:
-                common_device(func, [item for item in _tensors(args) if item.dim() or isinstance(item, OnGpu)]
-                              if func is _Tensor.__setitem__ else [args[0]])
             return _wrapped(func(*_unwrapped(args), **_unwrapped(kwargs)), inputs)
         if _gpu_device(kwargs.get("device")):  # made on the CPU, its result on the GPU
             return _wrapped(func(*args, **dict(kwargs, device=torch.device("cpu"))), {})
