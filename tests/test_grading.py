@@ -365,16 +365,16 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
     real_read, real_save = real_os.read, records.save
     unreadable = str(tmp_path / "class" / "broken-read")
 
-    def failing_read_submission(folder, contract, notebook=None):
+    def failing_read_submission(folder, contract, notebook=None, stubs=None):
         if str(folder) == unreadable:
             def eio(fd, size):
                 raise OSError(errno.EIO, "I/O error")
             monkeypatch.setattr(submission.os, "read", eio)
             try:
-                return original(folder, contract, notebook)
+                return original(folder, contract, notebook, stubs)
             finally:
                 monkeypatch.setattr(submission.os, "read", real_read)
-        return original(folder, contract, notebook)
+        return original(folder, contract, notebook, stubs)
 
     def failing_save(result, path):
         if result.student == "broken-write":

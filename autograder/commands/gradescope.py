@@ -28,6 +28,7 @@ from ..errors import KitError
 from .grading import grade_class
 from ..records.results import GraderFailure, SubmissionResult, record_text, save, valid_result, write_atomic
 from .judge_loop import grader_error
+from ..intake.stubs import stub_files
 from ..intake.submission import read_submission
 
 KIT_FILES = ("pyproject.toml", "README.md", "nbgrader_config.py")
@@ -171,7 +172,8 @@ def _graded(root: Path, emit: Callable[[str], None], sandbox_mode: str, assignme
         student.mkdir(parents=True)
         # Only what intake accepts is copied (no links, devices or oversized files); what it refused is
         # staged as absent and graded as such.
-        intake = read_submission(submission, assignment.contract, assignment.notebook)
+        intake = read_submission(submission, assignment.contract, assignment.notebook,
+                                 stub_files(assignment.release, assignment.contract.modules))
         for module, data in intake.files.items():
             (student / f"{module}.py").write_bytes(data)
         if intake.notebook is not None:

@@ -34,6 +34,7 @@ from ..records import results as records
 from ..intake import submission as submissions
 from .planning import Task
 from ..intake.naming import folder_note, result_path
+from ..records.handin import Handin
 from ..records.results import GraderFailure, SubmissionResult
 from ..sandbox.head_start import HeadStart
 from ..sandbox.isolation import Sandbox
@@ -102,7 +103,7 @@ def prepare(task: Task, factory: WorkerFactory, scratch_root: str | Path, notebo
     # folder made and removed where the zygote's sandbox sees it costs milliseconds a student.
     prepared = _Prepared(task, scratch=Path(scratch_root) / f"student-{next(_SCRATCH_NAMES)}")
     try:
-        intake = submissions.read_submission(task.folder, factory.contract, notebook)
+        intake = submissions.read_submission(task.folder, factory.contract, notebook, factory.stubs)
         prepared.files = intake.files
         prepared.problems = {what: why for what, why in intake.problems.items() if what != "notebook"}
         if notebook:
@@ -128,7 +129,9 @@ def grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: s
     preparation, the code and the notebook (the judge alone times only the code)."""
     started = time.monotonic()
     result = _grade_prepared(prepared, sandbox, judge, out_dir)
-    return replace(result, execution_time=prepared.seconds + time.monotonic() - started)
+    # The hand-in (folder, commit, lateness) as the grading process found it: the worker never sees it.
+    return replace(result, execution_time=prepared.seconds + time.monotonic() - started,
+                   handin=Handin.from_json(prepared.task.handin))
 
 
 def _grade_prepared(prepared: _Prepared, sandbox: Sandbox, judge: Any, out_dir: str | Path | None

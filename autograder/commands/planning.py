@@ -6,13 +6,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..records import results as records
 from ..records.record_files import strays
 from ..intake import fingerprints, naming
+from ..intake.stubs import stub_files, unchanged
+from ..records.handin import Elsewhere, Handin
 from ..intake import submission as submissions
 from ..lesson.assignment import Assignment
 from ..errors import KitError
@@ -26,18 +28,22 @@ NOT_STUDENTS = {".git", ".github", ".ipynb_checkpoints", "__pycache__", ".hypoth
 
 @dataclass(frozen=True)
 class Task:
-    """One student to grade: id, folder, and the fingerprint of (submission, grader)."""
+    """One student to grade: id, folder, the fingerprint of (submission, grader), and what the grading
+    process found about the hand-in (:class:`~autograder.records.handin.Handin`, as JSON), which the record
+    keeps."""
 
     student: str
     folder: str
     fingerprint: str
+    handin: dict[str, Any] | None = None
 
-    def to_json(self) -> dict[str, str]:
-        return {"student": self.student, "folder": self.folder, "fingerprint": self.fingerprint}
+    def to_json(self) -> dict[str, Any]:
+        return {"student": self.student, "folder": self.folder, "fingerprint": self.fingerprint,
+                "handin": self.handin}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Task:
-        return cls(str(data["student"]), str(data["folder"]), str(data["fingerprint"]))
+        return cls(str(data["student"]), str(data["folder"]), str(data["fingerprint"]), data.get("handin"))
 
 
 def _has_submission(folder: Path, contract: Contract) -> bool:
@@ -96,7 +102,8 @@ def without_clashes(students: list[tuple[str, Path]], emit: Callable[[str], None
 
 
 def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assignment, resume: bool = False,
-         notebook: bool = True, emit: Callable[[str], None] | None = None, sandbox: str | None = None
+         notebook: bool = True, emit: Callable[[str], None] | None = None, sandbox: str | None = None,
+         handins: dict[str, Handin] | None = None, regrade: frozenset[str] = frozenset()
          ) -> tuple[list[Task], list[records.SubmissionResult]]:
     """``(tasks, kept)``: a Task per student to grade, and the results ``--resume`` keeps: those whose
     fingerprint, of the submission and what decides its grade, is unchanged since they were written, whose
@@ -105,18 +112,29 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
     mode (a record of another mode is regraded: a grade must not depend on which sandbox a machine offered that
     day, so a run in one mode never keeps another's); anything else is regraded, and ``emit`` says whose. A
     file of ``results/`` that is no student's record here is left as it is (grade never reads it) and named, since
-    ``final-gradebook`` will refuse it."""
+    ``final-gradebook`` will refuse it. ``handins``: what was found about each student's hand-in (roster,
+    commit, lateness), completed here with what intake sees (stubs, other copies) and part of the fingerprint;
+    ``regrade``: students graded again even when ``resume`` would keep them."""
     grader = fingerprints.grader_fingerprint(assignment.grading_inputs())
     notebook = notebook and assignment.notebook is not None
+    stubs = stub_files(assignment.release, assignment.contract.modules)
     tasks, kept, distrusted, other_mode = [], [], [], []
     for student, folder in students:
-        intake = submissions.read_submission(folder, assignment.contract, assignment.notebook if notebook else None)
+        intake = submissions.read_submission(folder, assignment.contract, assignment.notebook if notebook else None,
+                                             stubs)
         files = dict(intake.files)
         if notebook:  # the notebook is part of what was graded
             files["notebook"] = intake.notebook if intake.notebook is not None else b"none"
-        task = Task(student, str(folder), fingerprints.fingerprint(files, grader + ("+nb" if notebook else "")))
+        handin = replace((handins or {}).get(student) or Handin(), stubs=unchanged(intake.files, stubs),
+                         layout=intake.layout, elsewhere=tuple(
+                             Elsewhere(copy.path, copy.same, copy.stub, copy.newer) for copy in intake.elsewhere))
+        # The hand-in decides the grade too (a late penalty): a record is kept only for the same one.
+        handin_json = handin.to_json()
+        files["handin"] = json.dumps(handin_json, sort_keys=True).encode()
+        task = Task(student, str(folder), fingerprints.fingerprint(files, grader + ("+nb" if notebook else "")),
+                    handin_json)
         path = naming.result_path(out_dir, student)
-        if resume and path.exists():
+        if resume and path.exists() and student not in regrade:
             previous, problem = records.load_record(path)
             if problem:
                 distrusted.append(student)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..worker.contract import Contract
 from . import source_tree
+from .stubs import is_stub
 
 MAX_FILE_BYTES = 1 << 20
 MAX_NOTEBOOK_BYTES = 8 << 20
@@ -40,6 +41,17 @@ class Refused(Exception):
 
 
 @dataclass(frozen=True)
+class Copy:
+    """A student file found outside the folder that was graded: where (relative, ``/``-joined), and how it
+    compares with the graded file of the same name (the same bytes, the released stub, modified later)."""
+
+    path: str
+    same: bool
+    stub: bool
+    newer: bool
+
+
+@dataclass(frozen=True)
 class Intake:
     """What was read from one student folder: the module files, the notebook, and why anything was left out.
 
@@ -51,6 +63,8 @@ class Intake:
     notebook: bytes | None = None
     problems: dict[str, str] = field(default_factory=dict)
     notebook_name: str = "the notebook"
+    layout: str = "."  # the folder the module files were read from, relative to the student's folder
+    elsewhere: tuple[Copy, ...] = ()  # the student files found anywhere else in the folder (not graded)
 
     def notes(self) -> list[str]:
         """The problems worth telling the student and the instructor about (a missing file says so itself)."""
@@ -168,10 +182,13 @@ def layouts(package: str) -> tuple[tuple[str, ...], ...]:
     return (("assignments", package), (package,), ())
 
 
-def _module_folder(root: int, contract: Contract) -> tuple[int, list[str]]:
-    """The descriptor of the first layout folder holding any module file (the root itself at worst), and notes
-    about layout folders that were links."""
-    notes = []
+def _module_folder(root: int, contract: Contract, stubs: dict[str, bytes] | None = None
+                   ) -> tuple[int, tuple[str, ...], list[str]]:
+    """The descriptor of the layout folder to grade (the root itself at worst), its layout, and notes about
+    layout folders that were links. The first layout holding any module file wins, unless its files are all the
+    released ``stubs`` and a later layout holds files that are not (a Classroom clone with the starter package
+    left as it was and the student's work elsewhere: their work is what they handed in)."""
+    notes, candidates = [], []
     for layout in layouts(contract.package):
         fds, current = [], root
         for name in layout:
@@ -191,8 +208,31 @@ def _module_folder(root: int, contract: Contract) -> tuple[int, list[str]]:
         for fd in fds[:-1] if found else fds:
             os.close(fd)
         if found:
-            return current, notes
-    return root, notes
+            candidates.append((current, layout))
+            if not stubs or not _all_stubs(current, contract, stubs):
+                break
+    if not candidates:
+        return root, (), notes
+    chosen = next((pair for pair in candidates if not stubs or not _all_stubs(pair[0], contract, stubs)),
+                  candidates[0])
+    for fd, layout in candidates:
+        if fd != chosen[0] and layout:
+            os.close(fd)
+    return chosen[0], chosen[1], notes
+
+
+def _all_stubs(folder: int, contract: Contract, stubs: dict[str, bytes]) -> bool:
+    """Whether every module file in ``folder`` is its released stub (no file there: False)."""
+    seen = False
+    for module in contract.modules:
+        try:
+            data = read_regular(folder, f"{module}.py", MAX_FILE_BYTES)
+        except Refused:
+            continue
+        if source_tree.beyond_limits(data) or not is_stub(data, stubs.get(module)):
+            return False
+        seen = True
+    return seen
 
 
 def _exists(parent: int, name: str) -> bool:
@@ -203,12 +243,14 @@ def _exists(parent: int, name: str) -> bool:
         return False
 
 
-def read_submission(folder: str | os.PathLike, contract: Contract, notebook: str | None = None) -> Intake:
+def read_submission(folder: str | os.PathLike, contract: Contract, notebook: str | None = None,
+                    stubs: dict[str, bytes] | None = None) -> Intake:
     """Read a student folder (the repository layout or the files laid flat) for the files ``contract`` names,
     and the notebook called ``notebook`` when one is asked for; never raises.
 
-    The module files come from the first layout that holds any of them; the notebook is the one beside them, or
-    else the first found below the folder.
+    The module files come from the first layout that holds any of them (one whose files are all the released
+    ``stubs`` gives way to a later one that holds the student's work); the notebook is the one beside them, or
+    else the first found below the folder. Student files found anywhere else are listed, not graded.
     """
     label = notebook or "the notebook"
     try:
@@ -216,7 +258,7 @@ def read_submission(folder: str | os.PathLike, contract: Contract, notebook: str
     except Refused as refused:
         return Intake(problems={"folder": str(refused)}, notebook_name=label)
     try:
-        return _read(root, contract, notebook)
+        return _read(root, contract, notebook, stubs)
     except Refused as refused:
         return Intake(problems={"folder": str(refused)}, notebook_name=label)
     except OSError as error:  # anything else the file system says: this student's problem only
@@ -226,10 +268,10 @@ def read_submission(folder: str | os.PathLike, contract: Contract, notebook: str
         os.close(root)
 
 
-def _read(root: int, contract: Contract, notebook_name: str | None) -> Intake:
+def _read(root: int, contract: Contract, notebook_name: str | None, stubs: dict[str, bytes] | None) -> Intake:
     budget = [MAX_ENTRIES]
     found = list(_walk(root, budget))  # bounds the whole folder before anything in it is read
-    source, layout_notes = _module_folder(root, contract)
+    source, layout, layout_notes = _module_folder(root, contract, stubs)
     files, problems = {}, {}
     try:
         for module in contract.modules:
@@ -245,12 +287,56 @@ def _read(root: int, contract: Contract, notebook_name: str | None) -> Intake:
         notebook = None
         if notebook_name:
             notebook = _read_notebook(root, source, found, problems, notebook_name)
+        elsewhere = _elsewhere(root, source, layout, found, contract, files, stubs or {})
     finally:
         if source != root:
             os.close(source)
     if layout_notes:
         problems["folder"] = "; ".join(layout_notes)
-    return Intake(files, notebook, problems, notebook_name or "the notebook")
+    return Intake(files, notebook, problems, notebook_name or "the notebook", "/".join(layout) or ".", elsewhere)
+
+
+MAX_COPIES = 20  # student files listed from elsewhere in a folder: enough to tell the story
+
+
+def _elsewhere(root: int, source: int, layout: tuple[str, ...], found: list[tuple[str, ...]], contract: Contract,
+               files: dict[str, bytes], stubs: dict[str, bytes]) -> tuple[Copy, ...]:
+    """The module files below ``root`` outside the graded ``layout`` folder, each compared with the graded one."""
+    names = {f"{module}.py": module for module in contract.modules}
+    copies = []
+    for path in found:
+        if path[-1] not in names or tuple(path[:-1]) == layout or len(copies) >= MAX_COPIES:
+            continue
+        module = names[path[-1]]
+        data, mtime = _read_at(root, path)
+        graded = files.get(module)
+        try:
+            graded_mtime = os.stat(path[-1], dir_fd=source, follow_symlinks=False).st_mtime
+        except OSError:
+            graded_mtime = None
+        copies.append(Copy("/".join(path), data is not None and data == graded,
+                           data is not None and is_stub(data, stubs.get(module)),
+                           mtime is not None and (graded_mtime is None or mtime > graded_mtime)))
+    return tuple(copies)
+
+
+def _read_at(root: int, path: tuple[str, ...]) -> tuple[bytes | None, float | None]:
+    """The bytes and modification time of the regular file at ``path`` below ``root``; Nones when unreadable."""
+    fds, current = [], root
+    try:
+        for name in path[:-1]:
+            current = _open_child_folder(current, name)
+            if current is None:
+                return None, None
+            fds.append(current)
+        mtime = os.stat(path[-1], dir_fd=current, follow_symlinks=False).st_mtime
+        data = read_regular(current, path[-1], MAX_FILE_BYTES)
+        return (None if source_tree.beyond_limits(data) else data), mtime
+    except (Refused, OSError):
+        return None, None
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _read_notebook(root: int, source: int, found: list[tuple[str, ...]], problems: dict, name: str) -> bytes | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from . import seal as seals
+from .handin import Handin
 from ..errors import KitError
 from ..intake.naming import safe_name
 from ..sandbox.isolation import ISOLATED
@@ -251,10 +252,22 @@ class SubmissionResult:
     # not there (the notes name only refusals; who needs a human reads this).
     intake_problems: dict[str, str] = field(default_factory=dict)
     tries: int = 1  # times this run graded the student: more than one after a grader failure (retried, or a judge died)
+    handin: Handin | None = None  # which folder and commit were graded, and whether late (None: not recorded)
+
+    @property
+    def earned(self) -> float:
+        """The points the checks gave, before any late penalty."""
+        return round(sum(test.score for test in self.tests), 6)
+
+    @property
+    def penalty(self) -> float:
+        """The points a late hand-in costs: its share of the maximum, never more than was earned."""
+        percent = self.handin.late_percent if self.handin is not None else 0.0
+        return round(min(self.earned, self.max_score * percent / 100), 6) if percent else 0.0
 
     @property
     def score(self) -> float:
-        return round(sum(test.score for test in self.tests), 6)
+        return round(self.earned - self.penalty, 6)
 
     @property
     def max_score(self) -> float:
@@ -293,6 +306,7 @@ class SubmissionResult:
                                **({"notices": list(self.notices)} if self.notices else {}),
                                **({"intake_problems": dict(self.intake_problems)} if self.intake_problems else {}),
                                **({"tries": self.tries} if self.tries != 1 else {}),
+                               **({"handin": self.handin.to_json()} if self.handin is not None else {}),
                                grader_failures=[failure.to_json() for failure in self.grader_failures]),
         }
 
@@ -318,6 +332,7 @@ class SubmissionResult:
             grader_failures=tuple(GraderFailure.from_json(item) for item in extra.pop("grader_failures", [])),
             intake_problems={str(what): str(why) for what, why in (extra.pop("intake_problems", None) or {}).items()},
             tries=int(extra.pop("tries", 1)),
+            handin=Handin.from_json(extra.pop("handin", None)),
             notebook=notebook,
             extra=extra,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from .results import SubmissionResult
 
@@ -21,24 +21,43 @@ Kind = Literal[
     # student's record or reports): no grade yet, and grade --resume regrades them
     "grader_problem",  # the hidden tests could not all be collected: every score may be short
     "unisolated",  # graded with --sandbox none: not a grade of record
+    "no_submission",  # on the roster, no folder: graded as an empty submission
+    "not_on_roster",  # a folder that matches no roster line: graded under its own name
+    "second_folder",  # more than one folder is this student's: one graded, the others named
+    "alike_ids",  # ids that differ only in case, spacing, a copy suffix or a look-alike letter
+    "commit",  # no commit graded at the deadline (not a clone, none by then, unreadable), or times run backwards
+    "late",  # the commit graded is past the student's deadline: the late policy applied
+    "later_commit",  # commits after the deadline exist: not graded
     "retried",  # graded more than once after a grader failure
+    "stubs",  # the released stubs handed in unchanged
+    "files_elsewhere",  # student files found outside the folder graded
     "files_missing",  # a student file is not there: its parts score 0
     "files_refused",  # intake refused a file or the folder (a link, too large, unreadable)
     "no_notebook",  # the notebook is missing or was refused
     "notebook_unused",  # a notebook was handed in but earned nothing automatically (unreadable, not run)
+    "zero",  # a score of 0
     "check_crashed",  # a check could not use an answer (charged as a failure; worth a glance)
 ]
-KINDS: tuple[Kind, ...] = ("unfinished", "grader_problem", "unisolated", "retried", "files_missing", "files_refused",
-                           "no_notebook", "notebook_unused", "check_crashed")
+KINDS: tuple[Kind, ...] = get_args(Kind)
 LABELS: dict[Kind, str] = {
     "unfinished": "not graded",
     "grader_problem": "grader problem",
     "unisolated": "graded without isolation (--sandbox none)",
+    "no_submission": "no submission",
+    "not_on_roster": "not on the roster",
+    "second_folder": "more than one folder",
+    "alike_ids": "an id that looks like another's",
+    "commit": "commit",
+    "late": "late",
+    "later_commit": "pushed after the deadline",
     "retried": "graded again after a grader failure",
+    "stubs": "stubs handed in unchanged",
+    "files_elsewhere": "student files elsewhere in the folder",
     "files_missing": "missing",
     "files_refused": "refused",
     "no_notebook": "no notebook",
     "notebook_unused": "notebook earned nothing automatically",
+    "zero": "a score of 0",
     "check_crashed": "a check could not use an answer",
 }
 WRITTEN = "written"  # the test group of the notebook's written answers, graded by hand in formgrader
@@ -91,6 +110,7 @@ def reasons(result: SubmissionResult) -> tuple[Reason, ...]:
         found.append(Reason("grader_problem", "; ".join(suite)))
     if not result.isolated:
         found.append(Reason("unisolated"))
+    found += _handin_reasons(result)
     if result.tries > 1:
         found.append(Reason("retried", f"{result.tries} tries"))
     problems = {what: why for what, why in result.intake_problems.items() if what != NOTEBOOK_KEY}
@@ -107,10 +127,60 @@ def reasons(result: SubmissionResult) -> tuple[Reason, ...]:
             found.append(Reason("no_notebook", "" if why == "missing" else f"refused ({why})"))
         elif result.notebook.reason:
             found.append(Reason("notebook_unused", result.notebook.reason))
+    if result.tests and unfinished is None and result.score == 0:
+        found.append(Reason("zero", f"0 of {result.max_score:g}"))
     crashed = [failure for failure in result.grader_failures if failure.kind == "check_crashed"]
     if crashed:
         found.append(Reason("check_crashed", f"{len(crashed)} check(s)"))
+    if result.handin is not None and result.handin.absent:  # nothing handed in: the rest follows from it
+        found = [reason for reason in found if reason.kind in ABSENT_KEEPS]
     return tuple(sorted(found, key=lambda reason: KINDS.index(reason.kind)))
+
+
+ABSENT_KEEPS = frozenset({"unfinished", "grader_problem", "unisolated", "no_submission", "retried"})
+
+
+def _handin_reasons(result: SubmissionResult) -> list[Reason]:
+    """What the hand-in itself says (roster, folders, commit, lateness, stubs, copies elsewhere)."""
+    handin = result.handin
+    if handin is None:
+        return []
+    found = []
+    if handin.absent:
+        found.append(Reason("no_submission"))
+    if handin.roster is False:
+        found.append(Reason("not_on_roster", "graded under the folder's name"))
+    if handin.also:
+        found.append(Reason("second_folder", f"graded {handin.folder or result.student!r}; not graded: "
+                                             + ", ".join(map(repr, handin.also))))
+    if handin.alike:
+        found.append(Reason("alike_ids", "; ".join(map(repr, handin.alike)) + ": the same student?"))
+    commit = handin.commit
+    if commit is not None and commit.problem:
+        found.append(Reason("commit", commit.problem))
+    elif commit is not None and commit.reordered:
+        found.append(Reason("commit", "commit times run backwards in the history (rewritten?): check GitHub's "
+                                      "push times"))
+    if handin.late_days:
+        found.append(Reason("late", f"{handin.late_days} day(s), -{handin.late_percent:g}% "
+                                    f"(-{result.penalty:g} points); commit {commit.sha[:10] if commit else ''}"))
+    if commit is not None and commit.later:
+        found.append(Reason("later_commit", f"{commit.later} commit(s) after the one graded"))
+    if handin.stubs and not handin.absent:
+        found.append(Reason("stubs", ", ".join(f"{module}.py" for module in handin.stubs)))
+    if handin.elsewhere:
+        found.append(Reason("files_elsewhere", f"graded {handin.layout}/; not graded: " + "; ".join(
+            f"{copy.path} ({_copy_words(copy)})" for copy in handin.elsewhere)))
+    return found
+
+
+def _copy_words(copy) -> str:
+    words = ["the same as the graded one" if copy.same else "different from the graded one"]
+    if copy.stub:
+        words.append("the released stub")
+    if copy.newer:
+        words.append("newer")
+    return ", ".join(words)
 
 
 def needs_a_look(results: Iterable[SubmissionResult]) -> list[Flagged]:
@@ -121,7 +191,8 @@ def needs_a_look(results: Iterable[SubmissionResult]) -> list[Flagged]:
 
 def manual_work(results: Iterable[SubmissionResult]) -> ManualWork:
     """The written answers still pending in ``results`` (an answer left as released is not pending: it scores 0,
-    as nbgrader scores it)."""
+    as nbgrader scores it). The commands pass the records as the course database holds them now
+    (``notebook.course_grades``, a layer above): formgrader's grading since, counted."""
     points, answers, students = 0.0, 0, 0
     for result in results:
         pending = [test for test in result.tests if test.group == WRITTEN and test.status == "pending"]

@@ -19,6 +19,7 @@ def render(result: SubmissionResult) -> str:
     if shown.unfinished:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
     lines += [line for notice in shown.notices for line in (f"**Note:** {notice}", "")]
+    lines += [line for said in shown.handin for line in (markdown(visible(said)), "")]  # may quote folder names
     lines += ["| part | points |", "| --- | --- |"]
     lines += [f"| {part.replace('_', ' ')} | {points} |" for part, points in shown.parts]
     lines.append("")

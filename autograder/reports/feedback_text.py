@@ -62,6 +62,8 @@ def render(result: SubmissionResult) -> str:
         lines += ["Your submission could not be graded automatically; your instructor has been told.", ""]
     for notice in shown.notices:
         lines += [*textwrap.wrap(f"Note: {plain(notice)}", WIDTH), ""]
+    for said in shown.handin:
+        lines += [*textwrap.wrap(plain(visible(said)), WIDTH), ""]
     width = max(len(part) for part, _ in shown.parts) if shown.parts else 0
     lines += [f"  {part.replace('_', ' '):<{width}}  {points}" for part, points in shown.parts]
     lines.append("")

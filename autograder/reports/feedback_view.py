@@ -20,16 +20,10 @@ from pathlib import Path
 from ..intake.naming import safe_name
 from ..records.results import SubmissionResult, TestResult, write_atomic
 from .escape import file_text
+# What final-gradebook writes into a test graded in formgrader, defined where it is written.
+from ..notebook.course_grades import COMMENT, GRADED, graded_output  # noqa: F401 - graded_output: re-exported
 
 SHOWN = ("visible", "after_due_date", "after_published")
-# What final-gradebook writes into a test graded in formgrader: this line, then the comment if there is one.
-GRADED = "Graded by your instructor."
-COMMENT = "\nGrader's comment: "
-
-
-def graded_output(comment: str) -> str:
-    """The output of a test graded by hand (``final-gradebook``): :data:`GRADED`, then the comment, if any."""
-    return f"{GRADED}{COMMENT}{comment}" if comment else GRADED
 
 
 def instructor_comment(test: TestResult) -> str:
@@ -99,6 +93,7 @@ class FeedbackView:
     score_line: str
     unfinished: bool
     notices: tuple[str, ...]
+    handin: tuple[str, ...]  # what was graded and whether late: may quote the student's own folder names
     parts: tuple[tuple[str, str], ...]  # (part, its points in words: "10 / 22", "13 points still to be graded")
     fix_first: tuple[FixFirst, ...]
     failed: tuple[Check, ...]
@@ -118,10 +113,44 @@ def score_line(result: SubmissionResult) -> str:
     """The header's score. Written answers a human has not graded yet are neither earned nor lost: they are named
     apart ("Score: 111 / 111 so far · 13 written points still to be graded"), not counted as missing points."""
     pending = sum(test.max_score for test in result.tests if test.group == "written" and test.status == "pending")
+    late = f" · late penalty of {result.penalty:g} included" if result.penalty else ""
     if not pending:
-        return f"Score: {result.score:g} / {result.max_score:g}"
+        return f"Score: {result.score:g} / {result.max_score:g}{late}"
     return (f"Score: {result.score:g} / {result.max_score - pending:g} so far · {pending:g} written points still to "
-            "be graded")
+            f"be graded{late}")
+
+
+def handin_lines(result: SubmissionResult) -> tuple[str, ...]:
+    """What the student is told about their hand-in: nothing found, the commit graded, lateness and its cost,
+    later commits, files left ungraded elsewhere in their folder."""
+    handin = result.handin
+    if handin is None:
+        return ()
+    if handin.absent:
+        return ("No submission was found for you, so every check scored 0. If you did hand in, tell your "
+                "instructor where.",)
+    lines = []
+    commit = handin.commit
+    if commit is not None and commit.sha:
+        lines.append(f"Graded: your commit {commit.sha[:10]} of {commit.time}, the last one by your deadline "
+                     f"({commit.deadline}) or the end of the late period." if not handin.late_days else
+                     f"Graded: your commit {commit.sha[:10]} of {commit.time}, after your deadline "
+                     f"({commit.deadline}).")
+    elif commit is not None and "nothing graded" in commit.problem:
+        lines.append(f"No commit was made by your deadline ({commit.deadline}): nothing was graded.")
+    if handin.late_days:
+        lines.append(f"Late by {handin.late_days} day(s): {handin.late_percent:g}% of the maximum, "
+                     f"{result.penalty:g} points, is taken off (the score above includes it).")
+    if commit is not None and commit.later:
+        lines.append(f"{commit.later} later commit(s) came after the deadline and were not graded.")
+    if handin.stubs and not handin.elsewhere:
+        lines.append("Some files are the starting files as released, unchanged: "
+                     + ", ".join(f"{module}.py" for module in handin.stubs) + ".")
+    ungraded = [copy.path for copy in handin.elsewhere if not copy.same]
+    if ungraded:
+        lines.append(f"Your files were read from {handin.layout}/. These copies elsewhere in your repository were "
+                     f"not graded: {', '.join(ungraded)}.")
+    return tuple(lines)
 
 
 def _concept(test: TestResult) -> str:
@@ -191,7 +220,7 @@ def view(result: SubmissionResult) -> FeedbackView:
                       for part in parts for mine in [[test for test in blocked if test.blocked_by == part]])
     return FeedbackView(
         student=result.student, score_line=score_line(result), unfinished=result.unfinished is not None,
-        notices=tuple(result.notices),
+        notices=tuple(result.notices), handin=handin_lines(result),
         parts=tuple((group, part_points(result, group, score, top))
                     for group, (score, top) in result.group_scores().items()),
         fix_first=fix_first, failed=failed, passed=passed,

@@ -22,6 +22,8 @@ def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
     groups = groups_of(results)
     # Written notebook answers wait for formgrader; say how many points are still open.
     pending = any(result.notebook is not None for result in results)
+    # A deadline run says, for everyone, which commit was graded and what lateness cost.
+    dated = any(result.handin is not None and result.handin.commit is not None for result in results)
     rows = []
     for result in results:  # numbers as numbers, text (the id) through csv_cells' rule
         scores = result.group_scores()
@@ -29,8 +31,13 @@ def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
                *(scores[group][0] if group in scores else "" for group in groups)]
         if pending:
             row.append(result.notebook.pending_manual if result.notebook is not None else 0)
+        if dated:
+            commit = result.handin.commit if result.handin is not None else None
+            row += [commit.sha if commit else "", commit.time if commit else "",
+                    result.handin.late_days if result.handin else 0, result.penalty]
         rows.append(row)
-    header = ["student", "score", "max_score", *groups] + (["notebook_pending_manual"] if pending else [])
+    header = ["student", "score", "max_score", *groups] + (["notebook_pending_manual"] if pending else []) + (
+        ["commit", "commit_time", "late_days", "late_penalty"] if dated else [])
     path = Path(out_dir) / "gradebook.csv"
     write_atomic(path, table(header, rows))
     return [path]

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from . import cpu_share
+from ..intake.stubs import stub_files
 from ..intake.submission import stage
 from ..worker import protocol
 from ..worker.contract import ENV as CONTRACT_ENV
@@ -45,6 +46,7 @@ class WorkerFactory:
         starts with what a notebook needs loaded (:func:`~..worker.preload.preload_notebook`), and none otherwise."""
         self.sandbox, self.scratch_root, self.lend = sandbox, Path(scratch_root), lend
         self.contract = assignment.contract
+        self.stubs = stub_files(assignment.release, assignment.contract.modules)  # intake's choice of copy
         self.notebook = notebook
         self.env = worker_env(assignment, notebook)
         self.zygote, self.note = zygote, ""
