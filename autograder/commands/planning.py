@@ -13,7 +13,7 @@ from typing import Any
 from ..records import results as records
 from ..records.record_files import strays
 from ..intake import fingerprints, naming
-from ..intake.stubs import stub_files, unchanged
+from ..intake.stubs import notebook_unchanged, stub_files, unchanged
 from ..records.handin import Elsewhere, Handin
 from ..intake import submission as submissions
 from ..lesson.assignment import Assignment
@@ -118,6 +118,8 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
     grader = fingerprints.grader_fingerprint(assignment.grading_inputs())
     notebook = notebook and assignment.notebook is not None
     stubs = stub_files(assignment.release, assignment.contract.modules)
+    released = assignment.released_notebook()
+    released_notebook = released.read_bytes() if notebook and released is not None and released.is_file() else None
     tasks, kept, distrusted, other_mode = [], [], [], []
     for student, folder in students:
         intake = submissions.read_submission(folder, assignment.contract, assignment.notebook if notebook else None,
@@ -127,7 +129,8 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
             files["notebook"] = intake.notebook if intake.notebook is not None else b"none"
         handin = replace((handins or {}).get(student) or Handin(), stubs=unchanged(intake.files, stubs),
                          layout=intake.layout, elsewhere=tuple(
-                             Elsewhere(copy.path, copy.same, copy.stub, copy.newer) for copy in intake.elsewhere))
+                             Elsewhere(copy.path, copy.same, copy.stub, copy.newer) for copy in intake.elsewhere),
+                         notebook_unchanged=notebook_unchanged(intake.notebook, released_notebook))
         # The hand-in decides the grade too (a late penalty): a record is kept only for the same one.
         handin_json = handin.to_json()
         files["handin"] = json.dumps(handin_json, sort_keys=True).encode()

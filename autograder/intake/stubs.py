@@ -5,6 +5,7 @@ unchanged); parsed, never run."""
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,3 +35,18 @@ def stub_files(release: Path, modules: tuple[str, ...]) -> dict[str, bytes]:
 def unchanged(files: Mapping[str, bytes], stubs: Mapping[str, bytes]) -> tuple[str, ...]:
     """The modules of ``files`` handed in as released, sorted."""
     return tuple(sorted(module for module, data in files.items() if is_stub(data, stubs.get(module))))
+
+
+def notebook_sources(data: bytes | None) -> list[str] | None:
+    """The cells' sources of a notebook (None when it is no notebook): what says whether anything was written."""
+    try:
+        cells = json.loads(data)["cells"] if data else None
+        return [cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"]) for cell in cells]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+
+
+def notebook_unchanged(data: bytes | None, released: bytes | None) -> bool:
+    """Whether a handed-in notebook is the released one, every cell as it was (no answer written)."""
+    mine = notebook_sources(data)
+    return mine is not None and mine == notebook_sources(released)

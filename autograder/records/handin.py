@@ -71,7 +71,7 @@ class Handin:
     graded; ``alike``: other students' ids that differ from this one only in case, spacing, a copy suffix or a
     look-alike letter; ``late_days`` and ``late_percent`` (of the maximum, taken off the score); ``stubs``: the
     modules handed in as released; ``layout``: the folder the files were read from; ``elsewhere``: student files
-    found outside it."""
+    found outside it; ``notebook_unchanged``: the notebook handed in as released."""
 
     folder: str = ""
     roster: bool | None = None
@@ -84,13 +84,15 @@ class Handin:
     stubs: tuple[str, ...] = ()
     layout: str = "."
     elsewhere: tuple[Elsewhere, ...] = ()
+    notebook_unchanged: bool = False  # the notebook handed in as released: no answer written
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"folder": self.folder, "roster": self.roster, "absent": self.absent,
                                 "also": list(self.also), "alike": list(self.alike),
                                 "late_days": self.late_days, "late_percent": self.late_percent,
                                 "stubs": list(self.stubs), "layout": self.layout,
-                                "elsewhere": [copy.to_json() for copy in self.elsewhere]}
+                                "elsewhere": [copy.to_json() for copy in self.elsewhere],
+                                "notebook_unchanged": self.notebook_unchanged}
         if self.commit is not None:
             data["commit"] = self.commit.to_json()
         return data
@@ -108,4 +110,5 @@ class Handin:
                    late_percent=min(100.0, max(0.0, percent)), stubs=_texts(data.get("stubs")),
                    layout=_text(data.get("layout", ".")),
                    elsewhere=tuple(Elsewhere.from_json(item) for item in (data.get("elsewhere") or [])[:ITEMS]
-                                   if isinstance(data.get("elsewhere"), list)))
+                                   if isinstance(data.get("elsewhere"), list)),
+                   notebook_unchanged=bool(data.get("notebook_unchanged", False)))

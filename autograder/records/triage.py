@@ -127,6 +127,8 @@ def reasons(result: SubmissionResult) -> tuple[Reason, ...]:
             found.append(Reason("no_notebook", "" if why == "missing" else f"refused ({why})"))
         elif result.notebook.reason:
             found.append(Reason("notebook_unused", result.notebook.reason))
+        elif result.handin is not None and result.handin.notebook_unchanged:
+            found.append(Reason("notebook_unused", "handed in as released: no answer written"))
     if result.tests and unfinished is None and result.score == 0:
         found.append(Reason("zero", f"0 of {result.max_score:g}"))
     crashed = [failure for failure in result.grader_failures if failure.kind == "check_crashed"]
