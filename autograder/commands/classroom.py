@@ -3,12 +3,15 @@ template repository.
 
 The template holds what students get (``assignments/``: stubs, notebook, public
 tests), a student README, pinned requirements, a root ``pytest.ini``, and
-``.github/workflows/classroom.yml`` in the form GitHub Classroom runs: one
-``autograding-command-grader`` step per public test function, each worth
-:data:`POINTS_PER_TEST`, so one slip costs one test's points rather than a
-file's, then the ``autograding-grading-reporter`` step with every step's result
-in its environment. Classroom points are feedback: the student controls this
-repository; the sandboxed ``grade`` run is the grade of record.
+``.github/workflows/classroom.yml`` in the form GitHub Classroom runs: one step
+runs the public tests once (``.github/classroom/classroom_report.py``, see
+:mod:`.classroom_report`) and writes one payload for
+``autograding-grading-reporter`` holding every public test function, each worth
+:data:`POINTS_PER_TEST` (``.github/classroom/tests.json``), so one slip costs one
+test's points rather than a file's. The workflow installs what the public tests
+import (``.github/classroom/requirements.txt``: no Jupyter) with pip's cache.
+Classroom points are feedback: the student controls this repository; the
+sandboxed ``grade`` run is the grade of record.
 
 Everything a student reads here speaks to the student. The workflow holds no
 secret and fetches nothing private: a student can edit it and print whatever
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import os
 import re
 import shutil
@@ -29,6 +33,7 @@ from pathlib import Path
 from ..lesson import pins
 from ..lesson.assignment import Assignment
 from ..lesson.cpu_limited import machine_limits, run_limited
+from . import classroom_report
 from .release import diff_release
 from ..errors import KitError
 
@@ -46,6 +51,9 @@ NOTEBOOK_TOOLS = ("matplotlib", "notebook==7.6.5", "ipykernel")
 PLACEHOLDERS = ("setup", "title", "package", "steps", "total", "points_per_test", "seconds", "forbidden", "packages",
                 "tests", "start_here", "schedule")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+# What the workflow reads and runs, beside it in the template (the workflow's step names the script).
+CLASSROOM_DIR = ".github/classroom"
+REPORT_SCRIPT = f"{CLASSROOM_DIR}/{Path(classroom_report.__file__).name}"
 PYTEST_INI = """\
 [pytest]
 testpaths = assignments/{package}/tests
@@ -55,11 +63,11 @@ addopts = -p no:cacheprovider
 
 @dataclass(frozen=True)
 class Step:
-    """One Classroom step: a public test function run on its own, pass or fail as a whole."""
+    """One public test function in Classroom's payload, pass or fail as a whole (all of its cases)."""
 
-    id: str  # the step's id and the reporter's runner name
+    id: str  # the test's name in the reporter's payload
     test_file: str
-    test: str  # the test function; all of its parametrized cases run in the step
+    test: str  # the test function; it passes when all of its parametrized cases pass
     points: int
     package: str = ""
 
@@ -72,6 +80,25 @@ def student_packages(assignment: Assignment) -> tuple[str, ...]:
     """What the template installs: the assignment's packages, then the tools (each once)."""
     tools = TOOLS + (NOTEBOOK_TOOLS if assignment.notebook else ())
     return tuple(dict.fromkeys((*assignment.contract.packages, *tools)))
+
+
+def workflow_packages(assignment: Assignment) -> tuple[str, ...]:
+    """What the workflow installs: the assignment's packages and the tools the public tests need (no notebook
+    tools: no public test runs the notebook; tests/test_classroom_payload.py checks their imports)."""
+    return tuple(dict.fromkeys((*assignment.contract.packages, *TOOLS)))
+
+
+def workflow_requirements(assignment: Assignment) -> str:
+    """The text of ``.github/classroom/requirements.txt``: the workflow's installs, pinned as
+    ``requirements.txt`` is (its hash is also the key of the workflow's pip cache)."""
+    return ("# What the Classroom workflow installs (the public tests need no Jupyter), pinned like requirements.txt.\n"
+            + "".join(f"{pins.pin(name)}\n" for name in workflow_packages(assignment)))
+
+
+def report_tests(steps: tuple[Step, ...]) -> str:
+    """The text of ``.github/classroom/tests.json``: each public test function's payload name, node and points."""
+    return json.dumps({"tests": [{"name": step.id, "node": step.node, "points": step.points} for step in steps]},
+                      indent=1) + "\n"
 
 
 def student_requirements(assignment: Assignment) -> str:
@@ -146,23 +173,12 @@ def _points(points: int) -> str:
 
 
 def classroom_workflow(assignment: Assignment, steps: tuple[Step, ...] | None = None) -> str:
-    """The text of ``.github/workflows/classroom.yml``."""
+    """The text of ``.github/workflows/classroom.yml``: install, one pytest run of the public tests (one torch
+    start, where a step per test cost one each), then the reporter with that run's one payload."""
     steps = steps or classroom_steps(assignment)
-    blocks = "".join(f"""      - name: "Public test: {step.test}"
-        id: {step.id}
-        uses: classroom-resources/autograding-command-grader@v1
-        with:
-          test-name: {step.id}
-          setup-command: ""
-          command: python -m pytest -q {step.node}
-          timeout: 5  # minutes
-          max-score: {step.points}
-""" for step in steps)
-    env = "\n".join(f"          {step.id.upper()}_RESULTS: \"${{{{steps.{step.id}.outputs.result}}}}\""
-                    for step in steps)
-    runners = ",".join(step.id for step in steps)
-    return f"""# GitHub Classroom feedback: each public test is one step worth {_points(POINTS_PER_TEST)}, pass or fail
-# as a whole. These points are not your grade: README.md, "How you are graded", says how the two relate.
+    runner = classroom_report.RUNNER
+    return f"""# GitHub Classroom feedback: the public tests run once; each test function earns {_points(POINTS_PER_TEST)},
+# pass or fail as a whole. These points are not your grade: README.md, "How you are graded", says how the two relate.
 name: Autograding Tests
 "on":
   push:
@@ -183,16 +199,22 @@ jobs:
         uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - name: Install the pinned requirements (CPU build of torch)
+          cache: pip
+          cache-dependency-path: {CLASSROOM_DIR}/requirements.txt
+      - name: Install what the public tests need (CPU build of torch)
         run: |
           {pins.torch_cpu_install("python")}
-          python -m pip install -r requirements.txt
-{blocks}      - name: Autograding Reporter
+          python -m pip install -r {CLASSROOM_DIR}/requirements.txt
+      - name: Public tests ({len(steps)} test functions, one pytest run)
+        id: {runner}
+        timeout-minutes: 10
+        run: python {REPORT_SCRIPT} --minutes 8
+      - name: Autograding Reporter
         uses: classroom-resources/autograding-grading-reporter@v1
         env:
-{env}
+          {runner.upper()}_RESULTS: "${{{{steps.{runner}.outputs.result}}}}"
         with:
-          runners: {runners}
+          runners: {runner}
 """
 
 
@@ -298,10 +320,14 @@ def write_template(destination: str | Path, assignment: Assignment) -> list[str]
                        "run 'python -m autograder release' first")
     # Every text first: a lesson's mistake (an unreadable README, a public test without a step) stops here,
     # before anything is written, so the rerun after the fix finds the folder as it was.
-    texts = {"README.md": student_readme(assignment), "requirements.txt": student_requirements(assignment),
+    steps = classroom_steps(assignment)
+    texts = {"README.md": student_readme(assignment, steps), "requirements.txt": student_requirements(assignment),
              "pytest.ini": PYTEST_INI.format(package=assignment.id),
              ".gitignore": ".venv/\n__pycache__/\n.ipynb_checkpoints/\n",
-             ".github/workflows/classroom.yml": classroom_workflow(assignment)}
+             ".github/workflows/classroom.yml": classroom_workflow(assignment, steps),
+             f"{CLASSROOM_DIR}/requirements.txt": workflow_requirements(assignment),
+             f"{CLASSROOM_DIR}/tests.json": report_tests(steps),
+             REPORT_SCRIPT: Path(classroom_report.__file__).read_text(encoding="utf-8")}
     shutil.copytree(assignment.release, destination / "assignments" / assignment.id,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
     for name, text in texts.items():
