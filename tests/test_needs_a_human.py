@@ -165,6 +165,21 @@ def test_gradescope_run_reports_its_real_time_and_no_pending_failure(tmp_path):
     assert not any(test.get("status") == "failed" for test in data["tests"])
 
 
+def test_gradescope_shows_blank_written_answers_as_pending_never_as_failures(tmp_path):
+    """The released notebook, nothing written: on Gradescope each written answer is 0 of 0, pending, as an
+    answered one is (the guide's promise), so the Gradescope total never grows by unanswered questions."""
+    from autograder.commands import gradescope
+
+    copy_package(SOLUTIONS, tmp_path / "submission", MODULES)
+    shutil.copyfile(LESSON.released_notebook(), tmp_path / "submission" / NOTEBOOK)
+    gradescope.run(tmp_path, emit=lambda line: None)
+    data = json.loads((tmp_path / "results" / "results.json").read_text())
+    written = [test for test in data["tests"] if test["tags"] == ["written"]]
+    assert len(written) == ANSWERS and all(test["extra_data"].get("pending") and test["max_score"] == 0
+                                           and "status" not in test for test in written)
+    assert all(test["output"] == gradescope.BLANK_ON_GRADESCOPE for test in written)
+
+
 # ---------------------------------------------------------------- the triage alone, on records made by hand
 
 def record(student="s", **fields):
