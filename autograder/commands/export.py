@@ -1,0 +1,54 @@
+"""``python -m autograder export OUT --to FILE.csv [--format canvas|csv]``: the grades of record, for an LMS.
+
+Reads the records as ``final-gradebook`` left them (the written answers folded in) and writes one of
+:data:`~autograder.reports.lms_export.FORMATS`. Refused, naming why, before anything is written: a record that is
+no grade of record (not sealed, away from its student's path, graded unisolated without ``--allow-unisolated``),
+a student whose grading did not finish (a 0 there is the grader's failure, not a grade), and written answers not
+graded yet unless ``--allow-pending`` (they would go to the LMS as 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import KitError
+from ..lesson.assignment import Assignment, resolve
+from ..records.record_files import read_results
+from ..records.results import SubmissionResult, refuse_untrusted, write_atomic
+from ..reports.escape import visible
+from ..reports.lms_export import FORMATS
+
+
+def grades_of_record(out_dir: Path, allow_pending: bool, allow_unisolated: bool) -> list[SubmissionResult]:
+    """Every record of ``out_dir``, sorted by id, once each is fit to leave the grading machine."""
+    found = read_results(out_dir)
+    if not found:
+        raise KitError(f"no results in {out_dir / 'results'}: run 'python -m autograder grade' first")
+    refuse_untrusted([(label, problem) for label, _, problem in found], "export", allow_unisolated)
+    results = sorted((record for _, record, _ in found if record is not None), key=lambda r: r.student)
+    unfinished = [result.student for result in results if result.unfinished is not None]
+    if unfinished:
+        raise KitError(f"export refused: grading did not finish for {len(unfinished)} student(s) "
+                       f"({', '.join(visible(student) for student in unfinished)}): regrade them with grade --resume")
+    pending = [result for result in results if any(test.status == "pending" for test in result.tests)]
+    if pending and not allow_pending:
+        raise KitError(f"export refused: {len(pending)} student(s) have written answers not graded yet: grade them "
+                       f"in formgrader and run final-gradebook first (--allow-pending exports them as 0)")
+    return results
+
+
+def export(out_dir: str | Path, to: str | Path, fmt: str = "canvas", column: str | None = None,
+           allow_pending: bool = False, allow_unisolated: bool = False, emit: Callable[[str], None] | None = None,
+           assignment: Assignment | None = None) -> Path:
+    """Write ``out_dir``'s grades of record to ``to`` in format ``fmt``; the assignment's column is ``column``
+    (default: the assignment's title). Return the path written."""
+    if fmt not in FORMATS:
+        raise KitError(f"unknown --format {fmt!r}: one of {', '.join(sorted(FORMATS))}")
+    results = grades_of_record(Path(out_dir), allow_pending, allow_unisolated)
+    name = column or resolve(assignment).title
+    path = Path(to)
+    write_atomic(path, FORMATS[fmt](results, name))
+    if emit:
+        emit(f"{fmt} export: {path} ({len(results)} student(s), column {name!r})")
+    return path
