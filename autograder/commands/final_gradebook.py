@@ -17,46 +17,20 @@ covers the code too, which nbgrader's ``generate_feedback`` (the notebook only) 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from ..notebook import nbgrader_record
+from ..notebook.course_grades import refresh_class
 from ..records import triage
 from ..records.record_files import read_results
 from ..intake.naming import result_path
 from ..lesson.assignment import Assignment, resolve
 from ..errors import KitError
 from ..reports import csv_cells, write_reports
-from ..reports.feedback_view import graded_output
-from ..records.results import SubmissionResult, TestResult, refuse_untrusted, save, write_atomic
+from ..records.results import SubmissionResult, refuse_untrusted, save, write_atomic
 
 COLUMNS = ["student", "total", "max_total", "code", "max_code", "notebook_auto", "max_notebook_auto",
            "notebook_manual", "max_notebook_manual", "notebook_pending_manual", "notebook_note"]
-
-
-def _refreshed(test: TestResult, cell: nbgrader_record.CellGrade | None) -> TestResult:
-    """One notebook TestResult as the course database has it now (``cell``: a CellGrade, or None)."""
-    if cell is None:
-        return test
-    if cell.manual:
-        status = "passed" if cell.score >= test.max_score else "failed"
-        return replace(test, score=cell.score, status=status, output=graded_output(cell.comment))
-    if test.group == "written" and cell.pending:
-        return replace(test, score=0, status="pending", output="To be graded by your instructor.")
-    return test
-
-
-def refresh(result: SubmissionResult, course: Path, lesson: Assignment) -> SubmissionResult:
-    """``result`` with its notebook tests (of ``lesson``'s notebook) as graded in formgrader so far."""
-    if result.notebook is None:
-        return result
-    cells = nbgrader_record.read_cells(course, result.notebook.id, lesson)
-    if not cells:
-        return result
-    tests = tuple(_refreshed(test, cells.get(test.id.partition("::")[2])) if test.group in ("notebook", "written")
-                  else test for test in result.tests)
-    pending = sum(test.max_score for test in tests if test.status == "pending")
-    return replace(result, tests=tests, notebook=replace(result.notebook, pending_manual=pending))
 
 
 def _row(result: SubmissionResult) -> list[str | float]:
@@ -87,11 +61,9 @@ def export_final_gradebook(out_dir: str | Path, emit: Callable[[str], None] | No
         raise KitError(f"no results in {out_dir / 'results'}: run 'python -m autograder grade' first")
     course = nbgrader_record.course_dir(out_dir)
     refuse_untrusted([(label, problem) for label, _, problem in found], "final-gradebook", allow_unisolated)
-    results = []
-    for _, record, _ in found:
-        result = refresh(record, course, lesson)
+    results = refresh_class([record for _, record, _ in found], course, lesson)  # the database read once
+    for result in results:
         save(result, result_path(out_dir, result.student))  # where load_record found it: nothing else is sealed
-        results.append(result)
     results.sort(key=lambda r: r.student)
     write_reports(results, out_dir)
     path = out_dir / "final_gradebook.csv"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..lesson import assignment as assignments
@@ -24,7 +24,10 @@ from ..records import triage
 from ..lesson.assignment import Assignment
 from .judge_loop import grader_error, judge_loop, record_failure
 from ..errors import KitError
+from .handins import at_deadlines, match_roster
 from .judge_pool import grade_in_parallel
+from ..intake.deadlines import Deadlines
+from ..intake.roster import Roster
 from .machine_load import LoadWatch
 from .planning import discover, plan, shard_students, without_clashes, write_shard_file
 from .progress import Progress
@@ -90,22 +93,31 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
                 resume: bool = False, emit: Callable[[str], None] = print, progress: Progress | None = None,
                 limits: Limits | None = None, fork: bool = True, skip_notebook: bool = False,
                 shard: tuple[int, int] | None = None, shard_by: str = "index",
-                assignment: Assignment | str | Path | None = None, unisolated_ok: bool = False
+                assignment: Assignment | str | Path | None = None, unisolated_ok: bool = False,
+                roster: Roster | None = None, deadlines: Deadlines | None = None, regrade: Iterable[str] = ()
                 ) -> list[SubmissionResult]:
     """The ``grade`` command: grade ``assignment`` (an Assignment or a descriptor's path; the kit's lesson by
     default). Returns the list of SubmissionResults of the whole class (or of its shard). Student code runs
     isolated unless ``sandbox_mode`` is ``"none"``; ``unisolated_ok`` lets ``auto`` fall back to none (the demo
-    and ``validate``, on the kit's own material)."""
+    and ``validate``, on the kit's own material). ``roster``: who should hand in (:mod:`.handins`);
+    ``deadlines``: grade each clone's commit at its student's deadline, late work under its policy;
+    ``regrade``: ids graded again even where ``resume`` would keep their records (KitError for an unknown id)."""
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
     assignment = assignments.resolve(assignment)
-    students = discover(class_dir, out_dir, assignment.contract)
-    if shard is not None:
-        students = shard_students(students, shard, shard_by)
-    students = without_clashes(students, emit)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise KitError(f"--out is not a folder: {out_dir}")
+    students = discover(class_dir, out_dir, assignment.contract)
+    students, handins = match_roster(students, out_dir, roster, emit)
+    regrade = frozenset(regrade)
+    unknown = sorted(regrade - {student for student, _ in students})
+    if unknown:
+        raise KitError(f"not a student of this class: {', '.join(map(ascii, unknown))}")
+    if shard is not None:
+        students = shard_students(students, shard, shard_by)
+    students = without_clashes(students, emit)
+    students, handins = at_deadlines(students, handins, out_dir, deadlines, emit)
     # The zygote now, in the sandbox the check below picks if bubblewrap works: its torch import is most of the
     # run's start-up, and overlaps the check, the plan and the judge's start-up instead of following them.
     skip_notebook = skip_notebook or assignment.notebook is None
@@ -115,7 +127,7 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
         head_start.keep_for(sandbox)
         seal.ready()  # every record is sealed as it is written
         tasks, kept = plan(students, out_dir, assignment, resume, notebook=not skip_notebook, emit=emit,
-                           sandbox=sandbox.mode)
+                           sandbox=sandbox.mode, handins=handins, regrade=regrade)
         if kept:
             emit(f"--resume: {len(kept)} student(s) unchanged since their last grading, kept")
         bar = progress or Progress(len(tasks), "grading")
@@ -153,6 +165,10 @@ def grade_class(class_dir: str | Path, out_dir: str | Path, jobs: int = 1, sandb
         load = watch.finish()
         emit(f"graded {len(graded)} submission(s) in {load.seconds:.1f} s: {load.describe(len(graded), jobs)}; "
              f"sandbox: {sandbox.mode}; results in {out_dir}")
-        for line in triage.summary(class_results):  # whom to look at, and the written answers left to grade
+        # Whom to look at, and the written answers left to grade as formgrader holds them now (a TA may have graded
+        # some since the records were written): counted only, the records and scores stay as graded.
+        from ..notebook import course_grades
+
+        for line in triage.summary(course_grades.as_graded_now(class_results, out_dir, assignment, emit)):
             emit(line)
         return class_results

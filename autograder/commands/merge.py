@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..notebook import nbgrader_record
+from ..notebook import course_grades, nbgrader_record
 from ..records import triage
 from ..lesson.assignment import Assignment, resolve
 from ..errors import KitError
@@ -93,7 +93,9 @@ def merge(folders: list[str | Path], out_dir: str | Path, emit: Callable[[str], 
             nbgrader_record.copy_manual(nbgrader_record.course_dir(folder), course, ids, lesson)
     write_reports(results, out_dir)
     emit(f"merged {count} shards, {len(results)} students, into {out_dir}")
-    for line in triage.summary(results):  # the whole class's, as one grade run would end
+    # The whole class's, as one grade run would end; the written answers pending in the merged course (a shard's
+    # manual grades included), not in the records as their shards wrote them.
+    for line in triage.summary(course_grades.as_graded_now(results, out_dir, lesson)):
         emit(line)
     return results
 

@@ -268,11 +268,16 @@ def read_cells(course: str | Path, nbid: str, lesson: Assignment) -> dict[str, C
             notebook = gradebook.find_submission_notebook(_notebook_id(lesson), lesson.id, nbid)
         except MissingEntry:
             return {}
-        comments = {comment.name: comment.manual_comment or "" for comment in notebook.comments}
-        return {grade.name: CellGrade(grade.name, float(grade.score or 0), float(grade.max_score),
-                                      grade.manual_score is None and grade.auto_score is None,
-                                      grade.manual_score is not None, comments.get(grade.name, ""))
-                for grade in notebook.grades}
+        return cell_grades(notebook)
+
+
+def cell_grades(notebook) -> dict[str, CellGrade]:
+    """``{grade_id: CellGrade}`` of one of nbgrader's ``SubmittedNotebook`` (its session open)."""
+    comments = {comment.name: comment.manual_comment or "" for comment in notebook.comments}
+    return {grade.name: CellGrade(grade.name, float(grade.score or 0), float(grade.max_score),
+                                  grade.manual_score is None and grade.auto_score is None,
+                                  grade.manual_score is not None, comments.get(grade.name, ""))
+            for grade in notebook.grades}
 
 
 def copy_manual(source_course: str | Path, target_course: str | Path, nbids: list[str], lesson: Assignment
