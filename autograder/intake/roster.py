@@ -14,6 +14,7 @@ import csv
 import io
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,14 +114,31 @@ class Match:
     how: str
 
 
+def _class_prefix(folder_ids: list[str], spellings: dict[str, str]) -> str | None:
+    """The prefix ``gh classroom clone`` gave this class's folders (``<prefix>-<username>``): the one most
+    folders read as a prefix and a spelling, if more than half do; None otherwise. A folder ending in
+    ``-<username>`` is read with it first: a username chosen to end another's folder name (``hw1-bob`` for the
+    folder ``cs-hw1-bob`` of ``bob``) must not take that folder."""
+    counts = Counter(prefix for folder_id in folder_ids for prefix in {
+        folder_id[:-len(spelling) - 1] for spelling in spellings if folder_id.endswith("-" + spelling)})
+    common = max(sorted(counts), key=counts.__getitem__, default=None)  # sorted: ties broken alike everywhere
+    return common if common is not None and counts[common] * 2 > len(folder_ids) else None
+
+
 def match(folder_ids: Iterable[str], roster: Roster) -> list[Match]:
     """Each class folder (by its id) matched to a roster id, in the order given."""
     spellings = roster.spellings()
     by_key: dict[str, set[str]] = {}
     for spelling, student in spellings.items():
         by_key.setdefault(key(spelling), set()).add(student)
+    folder_ids = list(folder_ids)
+    prefix = _class_prefix(folder_ids, spellings)
     matches = []
     for folder_id in folder_ids:
+        named = folder_id[len(prefix) + 1:] if prefix is not None and folder_id.startswith(prefix + "-") else None
+        if named in spellings:  # the class's own naming: <prefix>-<username>
+            matches.append(Match(folder_id, spellings[named], "suffix"))
+            continue
         if folder_id in spellings:
             matches.append(Match(folder_id, spellings[folder_id], "exact"))
             continue
