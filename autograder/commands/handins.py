@@ -7,6 +7,7 @@ late window), written to ``OUT/commits/<id>/`` for intake to read."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,6 +19,7 @@ from ..intake.naming import safe_name
 from ..intake.roster import Roster, alike_groups, match
 from ..intake.submission import Refused
 from ..records.handin import Commit, Handin
+from ..records.results import write_atomic
 
 COMMITS = "commits"  # OUT's folder of the commits graded, one folder per student
 EMPTY = "no-submission"  # OUT's empty folder, graded for a student on the roster who handed in nothing
@@ -109,3 +111,35 @@ def at_deadlines(students: list[tuple[str, Path]], handins: dict[str, Handin], o
     late = sum(1 for student, _ in timed if handins[student].late_days)
     emit(f"deadline: {len(timed)} student(s) graded at their last commit by their deadline; {late} late")
     return timed, handins
+
+
+OPTIONS_FILE = "handin-options.json"  # OUT's record of the hand-in options its last run was given
+DEFAULTS = {"roster": None, "deadline": None, "extensions": None, "late_days": 0.0, "late_penalty": 0.0,
+            "late_cap": 100.0, "grace": 0.0}
+
+
+def remembered(out_dir: str | Path, given: dict, resume: bool, emit: Callable[[str], None] = print) -> dict:
+    """The hand-in options to grade with: ``given`` (the command line's, keys of :data:`DEFAULTS`), or, for a
+    ``--resume`` or ``--regrade`` run given none, those the last run into ``out_dir`` used, said in one line (a
+    regrade without them would grade every clone's latest commit and regrade the class)."""
+    path = Path(out_dir) / OPTIONS_FILE
+    if not resume or any(given.get(name) != default for name, default in DEFAULTS.items()) or not path.is_file():
+        return given
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return given
+    options = {name: saved.get(name, default) for name, default in DEFAULTS.items()}
+    used = ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in options.items()
+                     if value != DEFAULTS[name])
+    emit(f"hand-in options of the last run into {out_dir}: {used}")
+    return options
+
+
+def remember(out_dir: str | Path, options: dict) -> None:
+    """Keep ``options`` (paths made absolute) for the next ``--resume`` into ``out_dir``; nothing when default."""
+    if all(options.get(name) == default for name, default in DEFAULTS.items()):
+        return
+    kept = {name: str(Path(options[name]).resolve()) if name in ("roster", "extensions") and options.get(name)
+            else options.get(name, DEFAULTS[name]) for name in DEFAULTS}
+    write_atomic(Path(out_dir) / OPTIONS_FILE, json.dumps(kept, indent=1, sort_keys=True))

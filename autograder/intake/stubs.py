@@ -5,6 +5,7 @@ unchanged); parsed, never run."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from . import source_tree
 
 
+@functools.lru_cache(maxsize=32)  # the stubs' shapes, asked for every student
 def _shape(source: bytes) -> str | None:
     """The file's syntax tree as text (no positions), or None when it does not parse."""
     parsed = source_tree.parse(source)

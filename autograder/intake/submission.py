@@ -210,11 +210,12 @@ def _module_folder(root: int, contract: Contract, stubs: dict[str, bytes] | None
         if found:
             candidates.append((current, layout))
             if not stubs or not _all_stubs(current, contract, stubs):
-                break
+                break  # the last candidate is the student's work: the one graded
     if not candidates:
         return root, (), notes
-    chosen = next((pair for pair in candidates if not stubs or not _all_stubs(pair[0], contract, stubs)),
-                  candidates[0])
+    # Every candidate before the last holds only stubs; the last does too unless the loop broke on it.
+    last = candidates[-1]
+    chosen = last if len(candidates) == 1 or not _all_stubs(last[0], contract, stubs) else candidates[0]
     for fd, layout in candidates:
         if fd != chosen[0] and layout:
             os.close(fd)
