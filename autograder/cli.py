@@ -56,14 +56,36 @@ def _demo(args):
     return run_demo(args.out, sandbox_mode=args.sandbox, assignment=resolve(args.assignment))
 
 
+def _deadlines(options):
+    """The grade run's Deadlines from its hand-in options (None without a deadline; KitError for late options
+    alone)."""
+    from .intake.deadlines import Deadlines, LatePolicy, load_extensions, parse_time
+
+    policy = LatePolicy(per_day=options["late_penalty"], cap=options["late_cap"], grace_minutes=options["grace"],
+                        until_days=options["late_days"])
+    if options["deadline"] is None:
+        if options["extensions"] or policy != LatePolicy():
+            raise KitError("--extensions and the late policy need --deadline")
+        return None
+    deadline = parse_time(options["deadline"])
+    extensions = load_extensions(options["extensions"], deadline) if options["extensions"] else {}
+    return Deadlines(deadline, extensions, policy)
+
+
 def _grade(args):
     from .commands.grading import grade_class
+    from .commands.handins import DEFAULTS, remember, remembered
     from .commands.planning import parse_shard
+    from .intake.roster import load_roster
 
     shard = parse_shard(args.shard) if args.shard else None
-    grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=args.resume,
+    resume = args.resume or bool(args.regrade)
+    options = remembered(args.out, {name: getattr(args, name) for name in DEFAULTS}, resume)
+    grade_class(args.class_dir, args.out, jobs=args.jobs, sandbox_mode=args.sandbox, resume=resume,
                 fork=not args.no_fork, skip_notebook=args.skip_notebook, shard=shard, shard_by=args.shard_by,
-                assignment=resolve(args.assignment))
+                assignment=resolve(args.assignment), regrade=args.regrade, deadlines=_deadlines(options),
+                roster=load_roster(options["roster"]) if options["roster"] else None)
+    remember(args.out, options)
     return 0
 
 
@@ -127,7 +149,8 @@ def _merge(args):
 def _similarity(args):
     from .commands.similarity import similarity
 
-    similarity(args.out_dir, args.class_dir, assignment=resolve(args.assignment), top=args.top)
+    similarity(args.out_dir, args.class_dir, assignment=resolve(args.assignment), top=args.top,
+               max_share=args.max_share, extra=args.boilerplate, shard=args.shard, merge=args.merge)
     return 0
 
 
@@ -136,6 +159,22 @@ def _final_gradebook(args):
 
     export_final_gradebook(args.out_dir, emit=print, assignment=resolve(args.assignment),
                            allow_unisolated=args.allow_unisolated)
+    return 0
+
+
+def _return_feedback(args):
+    from .commands.return_feedback import return_feedback
+
+    return_feedback(args.out_dir, args.class_dir, branch=args.branch, dry_run=args.dry_run, emit=print,
+                    assignment=resolve(args.assignment), allow_unisolated=args.allow_unisolated)
+    return 0
+
+
+def _export(args):
+    from .commands.export import export
+
+    export(args.out_dir, args.to, fmt=args.format, column=args.column, allow_pending=args.allow_pending,
+           allow_unisolated=args.allow_unisolated, emit=print, assignment=resolve(args.assignment))
     return 0
 
 
@@ -190,6 +229,23 @@ def build_parser():
     grade.add_argument("--shard-by", default="index", choices=("index", "hash"),
                        help="index: every N-th student of the sorted class (even shards; every shard must see the "
                             "same class folder); hash: by a hash of the id (stable as the class grows)")
+    grade.add_argument("--roster", metavar="CSV", help="GitHub Classroom's roster export, or a CSV of ids: every "
+                       "student listed (no folder: graded 0, 'no submission'), folders matched to them")
+    grade.add_argument("--deadline", metavar="TIME", help="grade each git clone's last commit at or before this "
+                       "ISO 8601 time with its zone (2026-12-01T23:59:00+00:00); later commits are named, not graded")
+    grade.add_argument("--extensions", metavar="CSV", help="per-student deadlines: columns student and deadline "
+                       "(an ISO time) or days (added to --deadline)")
+    grade.add_argument("--late-days", type=float, default=0.0, metavar="DAYS",
+                       help="late work taken this many days after a student's deadline (default 0: none)")
+    grade.add_argument("--late-penalty", type=float, default=0.0, metavar="PERCENT",
+                       help="percent of the maximum taken off per day or part of a day late (default 0)")
+    grade.add_argument("--late-cap", type=float, default=100.0, metavar="PERCENT",
+                       help="the most a late hand-in loses, in percent of the maximum (default 100)")
+    grade.add_argument("--grace", type=float, default=0.0, metavar="MINUTES",
+                       help="minutes after the deadline still counted on time (default 0)")
+    grade.add_argument("--regrade", action="append", default=[], metavar="ID",
+                       help="grade this student again (repeatable); everyone else's record is kept as --resume keeps "
+                            "it, and the class's reports are rewritten")
     grade.add_argument("--no-fork", action="store_true",
                        help="start every worker in a sandbox of its own instead of forking it from a warm one "
                             "(slower; automatic where the kernel forbids nested namespaces)")
@@ -234,12 +290,24 @@ def build_parser():
     book.set_defaults(run=_final_gradebook)
 
     sim = commands.add_parser("similarity", parents=[lesson],
-                              help="compare every pair of a class's submissions (copydetect, the released stubs left "
-                                   "out): a ranked table and a heatmap in OUT_DIR, linked from its report.md")
+                              help="find the submissions that share code through an index of fingerprints (the "
+                                   "released stubs and common passages left out): a ranked table, the top pairs side "
+                                   "by side, in OUT_DIR, linked from its report.md")
     sim.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run: the report goes there")
     sim.add_argument("--class", dest="class_dir", required=True, metavar="CLASS_DIR",
                      help="the class folder that was graded: the files are read from it as grade reads them")
-    sim.add_argument("--top", type=int, default=30, help="pairs listed in similarity.md (default 30; the CSV has all)")
+    sim.add_argument("--top", type=int, default=30,
+                     help="rows listed in similarity.md and shown side by side (default 30; the CSV has all)")
+    sim.add_argument("--max-share", type=float, metavar="FRACTION",
+                     help="ignore passages more than this share of the class holds (default 0.1, and never fewer "
+                          "than 5 submissions)")
+    sim.add_argument("--boilerplate", action="append", default=[], metavar="FILE",
+                     help="code every student may have (the lesson's posted code): left out, as the stubs are "
+                          "(repeatable)")
+    sim.add_argument("--shard", metavar="I/N", help="fingerprint only every N-th student, from the I-th: writes "
+                     "OUT_DIR/similarity-shard-I-of-N.npz for --merge")
+    sim.add_argument("--merge", nargs="+", default=[], metavar="SHARD",
+                     help="write the report from every shard's file (or the folders holding them)")
     sim.set_defaults(run=_similarity)
 
     val = commands.add_parser("validate", parents=[lesson], help="grade the reference (full marks), the stubs (zero), the bug "
@@ -253,6 +321,30 @@ def build_parser():
     modes = commands.add_parser("modes", parents=[lesson], help="grade the reference with its notebook in every "
                                 "sandbox this machine offers; say which work and whether their outcomes agree")
     modes.set_defaults(run=_modes)
+
+    back = commands.add_parser("return-feedback", parents=[lesson],
+                               help="push each student's feedback to a branch of their own repository (origin)")
+    back.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run")
+    back.add_argument("--class", dest="class_dir", required=True, metavar="CLASS_DIR",
+                      help="the class folder that was graded: each student's clone is found there")
+    back.add_argument("--branch", default="feedback", help="the branch to push to (default feedback; it holds only "
+                      "the feedback, replaced on every return)")
+    back.add_argument("--dry-run", action="store_true", help="say where each student's feedback would go, push "
+                      "nothing")
+    back.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
+    back.set_defaults(run=_return_feedback)
+
+    exp = commands.add_parser("export", parents=[lesson], help="write the grades of record as a CSV for an LMS "
+                              "(Canvas's gradebook import, or a plain table)")
+    exp.add_argument("out_dir", metavar="OUT_DIR", help="the --out folder of a grade run (after final-gradebook)")
+    exp.add_argument("--to", required=True, metavar="FILE.csv", help="the CSV file to write")
+    exp.add_argument("--format", default="canvas", help="canvas (default) or csv")
+    exp.add_argument("--column", help="the assignment column's name (Canvas: \"Title (assignment id)\" matches an "
+                     "existing assignment); default: the assignment's title")
+    exp.add_argument("--allow-pending", action="store_true",
+                     help="export even with written answers not graded yet (they count 0)")
+    exp.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
+    exp.set_defaults(run=_export)
 
     demo = commands.add_parser("demo", parents=[lesson], help="run the kit's main job on the bundled material")
     demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")

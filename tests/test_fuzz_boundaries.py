@@ -782,11 +782,6 @@ from autograder.reports import similarity_report
 
 class_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
 students = [student for student, _ in discover(class_dir, contract=default().contract)]
-def heatmap(table, students, path):  # the figure is matplotlib's: not what is checked here
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"")
-    return path
-similarity_report.similarity_heatmap = heatmap
 pairs = [Pair(a, b, 0.5, 0.25, (("heads", 0.5),)) for a, b in zip(students, students[1:])]
 similarity_report.write(pairs, students, out)
 print(json.dumps([sys.getfilesystemencoding(), students]))

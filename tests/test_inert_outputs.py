@@ -6,6 +6,7 @@ limited in CPU time, scaled to the packages they test, never by a busy machine's
 (lesson/public_tests.py)."""
 
 import csv
+import json
 import io
 
 import pytest
@@ -86,12 +87,15 @@ def test_every_csv_the_kit_writes_holds_formula_ids_as_text(graded):
     ids = {original(row[0]): row for row in read_csv(out / "ids.csv")[1:]}
     for student in CLASS:  # the names made from an id lead to the files
         assert (out / original(ids[student][1])).is_file() and (out / original(ids[student][2])).is_file()
-    header, *pairs = read_csv(out / "similarity.csv")
-    assert header == ["student_a", "student_b", "score", "a_in_b", "b_in_a"]
-    assert len(pairs) == len(CLASS) * (len(CLASS) - 1) // 2
-    formulas = [cell for row in pairs for cell in row[:2] if original(cell) in FORMULAS]
+    header, *rows = read_csv(out / "similarity.csv")
+    assert header[:2] == ["student_a", "student_b"] and header[-2:] == ["same_as_a", "same_as_b"]
+    # Everyone handed in the reference: one row for the group of identical submissions, one for RETITLE (a file
+    # short) beside it.
+    assert [row[header.index("identical")] for row in rows] == ["yes", "no"]
+    formulas = [cell for row in rows for cell in row[:2] if original(cell) in FORMULAS]
     assert formulas and all(cell.startswith("'") for cell in formulas)
-    assert {original(cell) for row in pairs for cell in row[:2]} == set(CLASS)
+    others = {student for row in rows for cell in row[-2:] if cell for student in json.loads(cell)}
+    assert {original(cell) for row in rows for cell in row[:2]} | others == set(CLASS)
 
 
 # --- escapes on the console and in the reports -------------------------------------------------------------------

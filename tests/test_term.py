@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from autograder import paths
-from autograder.lesson.catalogue import copy_package
+from autograder.lesson.catalogue import build, copy_package, load_catalogue
 
 GUIDE = paths.REPO_ROOT / "docs" / "instructor-guide.md"
-STEPS = ("release", "grade", "shards", "gradescope-local", "similarity", "final-gradebook", "regrade")
+STEPS = ("release", "grade", "shards", "gradescope-local", "similarity", "final-gradebook", "return-feedback", "export",
+         "regrade")
 from lesson import LESSON, MODULES, NOTEBOOK
 
 
@@ -46,6 +47,68 @@ def _student(class_dir, student, package, notebook):
     shutil.copyfile(notebook, folder / NOTEBOOK)
 
 
+GIT = ["git", "-c", "user.name=Student", "-c", "user.email=s@example.org", "-c", "init.defaultBranch=main"]
+STARTED = "2026-11-20T10:00:00+00:00"
+ON_TIME, TWO_DAYS_LATE = "2026-11-30T10:00:00+00:00", "2026-12-03T10:00:00+00:00"  # the guide's deadline: Dec 1
+
+
+def _commit(repo, when, message="work"):
+    env = dict(os.environ, GIT_COMMITTER_DATE=when, GIT_AUTHOR_DATE=when)
+    subprocess.run([*GIT, "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run([*GIT, "-C", str(repo), "commit", "-qm", message], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "push", "-q", "origin", "HEAD"], check=True, capture_output=True)
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _clone(term, folder):
+    """A student's repository as GitHub Classroom makes it (a bare remote, the starter committed and pushed) and
+    the instructor's clone of it in the class folder."""
+    remote = term / "remotes" / f"{folder}.git"
+    subprocess.run([*GIT, "init", "-q", "--bare", str(remote)], check=True)
+    clone = term / "class" / folder
+    subprocess.run([*GIT, "clone", "-q", str(remote), str(clone)], check=True, capture_output=True)
+    starter = clone / "assignments" / LESSON.id
+    copy_package(LESSON.release, starter, MODULES)
+    shutil.copyfile(LESSON.released_notebook(), starter / NOTEBOOK)
+    _commit(clone, STARTED, "starter")
+    return clone, starter
+
+
+def _work(clone, folder, package, when, notebook=None):
+    copy_package(package, folder, MODULES)
+    if notebook:
+        shutil.copyfile(notebook, folder / NOTEBOOK)
+    return _commit(clone, when)
+
+
+def build_term(term):
+    """The guide's class: clones with history, a roster and an extension; ``{id: graded commit}``."""
+    solved = LESSON.source_notebook()
+    clone, starter = _clone(term, "mha-pe-ada")  # named as gh classroom clone names it
+    shas = {"ada": _work(clone, starter, LESSON.solutions, ON_TIME, solved)}
+    clone, starter = _clone(term, "cy")  # ada's code, handed in by cy
+    shas["cy"] = _work(clone, starter, LESSON.solutions, ON_TIME)
+    clone, starter = _clone(term, "jdoe")  # a catalogued bug
+    (bug,) = [mutant for mutant in load_catalogue(LESSON.catalogue / "bugs.toml", "bug") if mutant.id == "sdpa-no-scaling"]
+    shas["jdoe"] = _work(clone, starter, build(bug, term / "bug", LESSON), ON_TIME)
+    shutil.copytree(starter, term / "class" / "jdoe (1)")  # a second download of the same student
+    clone, _ = _clone(term, "two-copies")  # the stubs left in place, the work at the repository's top
+    shas["two-copies"] = _work(clone, clone, LESSON.solutions, ON_TIME)
+    clone, _ = _clone(term, "stubs")
+    shas["stubs"] = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                   check=True).stdout.strip()
+    clone, starter = _clone(term, "late")
+    shas["late"] = _work(clone, starter, LESSON.solutions, TWO_DAYS_LATE)
+    clone, starter = _clone(term, "ext")
+    shas["ext"] = _work(clone, starter, LESSON.solutions, TWO_DAYS_LATE)
+    (term / "roster.csv").write_text("identifier,github_username,github_id,name\n" + "".join(
+        f"{student},{student},{number},Student {number}\n" for number, student in enumerate(
+            ("ada", "cy", "jdoe", "two-copies", "stubs", "late", "ext", "missing"), start=1)))
+    (term / "extensions.csv").write_text("student,days\next,3\n")
+    return shas
+
+
 def _rows(path):
     with open(path, newline="") as handle:
         return {row["student"]: row for row in csv.DictReader(handle)}
@@ -54,43 +117,55 @@ def _rows(path):
 def test_a_term_as_the_guide_tells_it(tmp_path):
     from nbgrader.api import Gradebook
 
+    from autograder.records import triage
+    from autograder.records.results import load
+
     term = tmp_path / "term"
     class_dir = term / "class"
-    solved, released = LESSON.source_notebook(), LESSON.released_notebook()
-    _student(class_dir, "ada", LESSON.solutions, solved)
-    _student(class_dir, "bo", LESSON.release, released)
-    _student(class_dir, "cy", LESSON.solutions, released)
+    shas = build_term(term)
 
     run_step("release", term)
     assert (term / "template" / ".github" / "workflows" / "classroom.yml").exists()
     assert (term / "autograder.zip").stat().st_size > 0
 
-    run_step("grade", term)
+    out = run_step("grade", term)
     graded = term / "graded"
     first = _rows(graded / "gradebook.csv")
-    assert set(first) == {"ada", "bo", "cy"} and float(first["ada"]["score"]) > float(first["bo"]["score"])
+    assert set(first) == {"ada", "cy", "jdoe", "two-copies", "stubs", "late", "ext", "missing"}
     assert len({row["max_score"] for row in first.values()}) == 1  # one maximum for everyone
+    top = float(first["ada"]["max_score"])
+    records = {student: load(graded / "results" / f"{student}.json") for student in first}
+    flags = {student: [reason.kind for reason in triage.reasons(record)] for student, record in records.items()}
+    assert flags == {"ada": [], "cy": ["notebook_unused"], "jdoe": ["second_folder", "notebook_unused"],
+                     "two-copies": ["files_elsewhere", "notebook_unused"], "stubs": ["stubs", "notebook_unused", "zero"],
+                     "late": ["late", "notebook_unused"], "ext": ["notebook_unused"], "missing": ["no_submission"]}
+    assert "needs a look: 7 of 8 student(s)" in out and "  missing: no submission" in out
+    assert {student: records[student].handin.commit.sha for student in shas} == shas  # the commit graded, kept
+    assert records["ada"].handin.folder == "mha-pe-ada" and records["jdoe"].handin.also == ("jdoe (1)",)
+    assert records["late"].handin.late_days == 2 and records["late"].penalty == round(0.2 * top, 6)
+    assert float(first["late"]["score"]) == float(first["ext"]["score"]) - 0.2 * top
+    assert float(first["late"]["late_penalty"]) == round(0.2 * top, 6) and first["late"]["commit"] == shas["late"]
+    assert float(first["two-copies"]["score"]) == float(first["ext"]["score"])  # graded on the student's own files
+    assert float(first["missing"]["score"]) == float(first["stubs"]["score"]) == 0
+    assert "Late by 2 day(s): 20% of the maximum" in (graded / "feedback" / "late.txt").read_text()
+    assert json.loads((graded / "handin-options.json").read_text())["late_penalty"] == 10
 
     run_step("shards", term)
     merged = _rows(term / "merged" / "gradebook.csv")
     assert {student: row["score"] for student, row in merged.items()} == \
         {student: row["score"] for student, row in first.items()}
     sizes = [json.loads((term / f"shard-{index}" / "shard.json").read_text())["students"] for index in (1, 2)]
-    assert sorted(len(students) for students in sizes) == [1, 2]  # even shards by default
+    assert sorted(len(students) for students in sizes) == [4, 4]  # even shards by default
 
-    # The Gradescope zip, tried locally (step 4c): its own copy of the kit gives ada the grade step 4a gave her.
+    # The Gradescope zip, tried locally (step 4c): its own copy of the kit gives the student the grade step 4a gave
+    # (the first folder, cy: on time, so their working tree is the commit graded).
     out = run_step("gradescope-local", term)
     gradescope = json.loads((term / "gradescope" / "results" / "results.json").read_text())
-    assert gradescope["score"] == float(first["ada"]["score"]) > 0 and '"score"' in out
+    assert gradescope["score"] == float(first["cy"]["score"]) > 0 and '"score"' in out
     assert gradescope["extra_data"]["sandbox"] in ("bwrap", "uid")
 
-    # Similar submissions (step 4d): ada and cy handed in the same code; bo, the stubs, matches no one.
     run_step("similarity", term)
-    page = (graded / "similarity.md").read_text()
-    assert "| 1 | ada | cy | 100% |" in page
-    with_bo = [line for line in page.splitlines() if "| bo |" in line]
-    assert len(with_bo) == 2 and all("| 0% |" in line for line in with_bo)
-    assert "[similarity.md](similarity.md)" in (graded / "report.md").read_text()
+    check_similarity(graded)
 
     # Formgrader (step 5): the instructor grades ada's written answers and comments.
     nbid = json.loads((graded / "results" / "ada.json").read_text())["extra_data"]["notebook_id"]
@@ -113,15 +188,53 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
     assert "Well argued." in (graded / "feedback" / "ada.txt").read_text()
     assert "[similarity.md](similarity.md)" in (graded / "report.md").read_text(), "rewritten, still linked"
 
-    # A corrected submission arrives for bo (step 8): only bo is regraded, ada keeps her manual grades.
-    shutil.rmtree(class_dir / "bo")
-    _student(class_dir, "bo", LESSON.solutions, solved)
-    before = {student: (graded / "results" / f"{student}.json").read_text() for student in ("ada", "cy")}
+    # Feedback returned (step 7): each clone's bare remote holds its student's feedback on the branch feedback.
+    out = run_step("return-feedback", term)
+    folders = {"ada": "mha-pe-ada", **{student: student for student in shas if student != "ada"}}
+    for student, folder in folders.items():
+        shown = subprocess.run(["git", "--git-dir", str(term / "remotes" / f"{folder}.git"), "show",
+                                "feedback:FEEDBACK.md"], capture_output=True, text=True, check=True).stdout
+        assert shown == (graded / "feedback" / f"{student}.md").read_text(), student
+    assert "returned to 7 of 8" in out
+
+    # Grades to the LMS (step 7b): Canvas's import format, the penalty taken off.
+    run_step("export", term)
+    with open(term / "canvas.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"] and len(rows[0]) == 6
+    assert rows[1][0] == "Points Possible" and float(rows[1][5]) == float(final["ada"]["max_total"])
+    canvas = {row[3]: float(row[5]) for row in rows[2:]}
+    assert canvas == {student: float(row["total"]) for student, row in final.items()}
+    assert canvas["late"] == canvas["ext"] - 0.2 * float(final["late"]["max_total"])
+
+    # jdoe fixes the bug before the deadline, and the instructor pulls it (step 8): only jdoe is regraded, with the
+    # term's hand-in options as the grade step gave them; ada keeps her manual grades.
+    jdoe = class_dir / "jdoe"
+    fixed = _work(jdoe, jdoe / "assignments" / LESSON.id, LESSON.solutions, "2026-12-01T12:00:00+00:00")
+    kept = [student for student in first if student != "jdoe"]
+    before = {student: (graded / "results" / f"{student}.json").read_text() for student in kept}
     out = run_step("regrade", term)
-    assert "kept" in out
-    assert {student: (graded / "results" / f"{student}.json").read_text() for student in ("ada", "cy")} == before
+    assert "hand-in options of the last run" in out and "7 student(s) unchanged" in out, out
+    assert {student: (graded / "results" / f"{student}.json").read_text() for student in kept} == before
     final = _rows(graded / "final_gradebook.csv")
-    assert float(final["bo"]["code"]) == float(final["ada"]["code"]) and final["ada"]["total"] == final["ada"]["max_total"]
+    assert load(graded / "results" / "jdoe.json").handin.commit.sha == fixed
+    assert float(final["jdoe"]["code"]) == float(final["ext"]["code"]) and final["ada"]["total"] == final["ada"]["max_total"]
+
+
+def check_similarity(graded):
+    """Step 4d, on the commits graded: the five who handed in the reference are one row of identical submissions,
+    the bug beside them next; the stubs, the second folder and the student who handed in nothing are nowhere."""
+    with open(graded / "similarity.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    first = rows[0]
+    assert first["identical"] == "yes"
+    assert sorted([first["student_a"], first["student_b"], *json.loads(first["same_as_a"])]) == [
+        "ada", "cy", "ext", "late", "two-copies"]
+    named = {row[key] for row in rows for key in ("student_a", "student_b")} | {
+        student for row in rows for key in ("same_as_a", "same_as_b") if row[key] for student in json.loads(row[key])}
+    assert "jdoe" in named and not named & {"stubs", "jdoe (1)", "missing", "mha-pe-ada"}
+    assert (graded / "similarity" / "pair-001.html").is_file()
+    assert "[similarity.md](similarity.md)" in (graded / "report.md").read_text()
 
 
 def test_outputs_follow_the_umask_so_a_teaching_team_can_read_them(tmp_path):

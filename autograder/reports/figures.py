@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..lesson.assignment import Assignment
-from .escape import visible
 from .rate_chart import pass_rate_chart  # noqa: F401 - the report's charts, named here for the drawer
 from .score_chart import score_histogram  # noqa: F401
 
@@ -113,34 +112,6 @@ def attention_maps(weights: np.ndarray, tokens: list[str], path: str | Path, tit
             ax.set_ylabel("query position")
     fig.colorbar(image, ax=axes[0].tolist(), fraction=0.03, label="attention weight (each row sums to 1)")
     fig.suptitle(title)
-    fig.savefig(path)
-    return path
-
-
-def similarity_heatmap(table: np.ndarray, students: list[str], path: str | Path) -> Path:
-    """Every pair's similarity (``table``: students x students, 0 to 1) as a heatmap with a colour bar; each
-    student named on both axes while the names stay legible (60 or fewer), numbered by sorted order beyond."""
-    import numpy as np
-    from matplotlib import colormaps
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    count = len(students)
-    side = min(14.0, max(4.5, 0.22 * count + 2.5))
-    fig = _figure(figsize=(side + 1.2, side), dpi=110, layout="constrained")
-    ax = fig.subplots()
-    shown = np.array(table, dtype=float)
-    np.fill_diagonal(shown, np.nan)  # a student with themselves is not compared: grey, not "0"
-    colours = colormaps["magma_r"].with_extremes(bad="lightgrey")
-    image = ax.imshow(shown, cmap=colours, vmin=0, vmax=1, interpolation="nearest")
-    if count <= 60:
-        names = [visible(student)[:30].replace("$", r"\$") for student in students]  # an id is text, never math
-        ax.set_xticks(range(count), names, rotation=90, fontsize=7)
-        ax.set_yticks(range(count), names, fontsize=7)
-    ax.set_xlabel("student" if count <= 60 else "student (sorted by id)")
-    ax.set_ylabel("student" if count <= 60 else "student (sorted by id)")
-    ax.set_title("Similarity of every pair")
-    fig.colorbar(image, ax=ax, fraction=0.04, label="share of own code found in the other (the larger way)")
     fig.savefig(path)
     return path
 
