@@ -188,7 +188,9 @@ def build_parser():
                "  gradescope --to ZIP         the Gradescope autograder\n"
                "  grade CLASS_DIR --out OUT   grade a class (then formgrader for the written answers)\n"
                "  similarity OUT --class CLASS_DIR   which submissions are alike: a place to look\n"
-               "  final-gradebook OUT         fold the manual grades in, rewrite reports and feedback")
+               "  final-gradebook OUT         fold the manual grades in, rewrite reports and feedback\n"
+               "  return-feedback OUT --class CLASS_DIR   each student's feedback to a branch of their repository\n"
+               "  export OUT --to FILE.csv    the grades of record for an LMS (Canvas's import)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lesson = argparse.ArgumentParser(add_help=False)
     lesson.add_argument("--assignment", metavar="DESCRIPTOR",

@@ -73,3 +73,28 @@ def test_resume_and_merge_count_the_written_answers_formgrader_still_holds(tmp_p
     course = merged / "nbgrader"
     assert course_grades.read_class(course, LESSON) == {
         nbid: nbgrader_record.read_cells(course, nbid, LESSON) for nbid in ("ada", "bob", "cy")}
+
+
+def test_export_refuses_grades_formgrader_holds_that_the_records_do_not(tmp_path):
+    """A TA grades an answer after final-gradebook: the records are behind the course, and an export from them
+    would lose that grade, so it is refused until final-gradebook runs again (then it goes through)."""
+    import pytest
+
+    from autograder.commands.export import export
+    from autograder.commands.final_gradebook import export_final_gradebook
+    from autograder.errors import KitError
+
+    class_dir = small_class(tmp_path / "class")
+    out = tmp_path / "graded"
+    graded = grade_class(class_dir, out, emit=lambda line: None)
+    export_final_gradebook(out)
+    export(out, tmp_path / "before.csv", allow_pending=True)  # the records are the course's: fine
+    grade_one_answer(out / "nbgrader", graded[0].notebook.id, FIRST)
+    with pytest.raises(KitError, match="formgrader holds grades for 1 student"):
+        export(out, tmp_path / "canvas.csv", allow_pending=True)
+    assert not (tmp_path / "canvas.csv").exists()
+    export_final_gradebook(out)
+    rows = export(out, tmp_path / "canvas.csv", allow_pending=True).read_text().splitlines()
+    before = (tmp_path / "before.csv").read_text().splitlines()
+    assert [row.rsplit(",", 1)[1] for row in rows[2:]] == [
+        f"{float(before[2].rsplit(',', 1)[1]) + WRITTEN[FIRST]:g}", *(row.rsplit(",", 1)[1] for row in before[3:])]

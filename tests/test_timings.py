@@ -96,7 +96,6 @@ def rows(phase: Phase) -> list[tuple[str, str, str]]:
     t = phase.seconds
     per = (t["grade"] - t["grade_small"]) / (CLASS - SMALL)  # the slope between the two class sizes
     fixed = t["grade"] - CLASS * per
-    pairs = CLASS * (CLASS - 1) // 2
     similarity = _s(t["similarity"]) + (" (failed)" if "similarity" in phase.failed else "")
     return [
         ("2", "release: `classroom` + `gradescope`", f"{_s(t['classroom'] + t['gradescope'])} "
@@ -107,9 +106,39 @@ def rows(phase: Phase) -> list[tuple[str, str, str]]:
          f"{_s(t['grade'])} ({_s(t['grade_small'])})"),
         ("4b", f"grade `--shard 1/2` and `2/2` (`--jobs 2`), one after the other, then `merge` ({CLASS})",
          f"{_s(t['shard1'])} + {_s(t['shard2'])}; merge {_s(t['merge'])}"),
-        ("4d", f"`similarity` ({CLASS} students, {pairs:,} pairs)", similarity),
+        ("4d", f"`similarity` ({CLASS} students; only pairs that share a fingerprint)", similarity),
         ("6", f"`final-gradebook` ({CLASS})", f"{_s(t['final'])} ({_s(t['final'] / CLASS)} a student)"),
     ]
+
+
+SIZES = (200, 2000, 20000)
+SHARDS = (4, 20)
+
+
+def _long(seconds: float) -> str:
+    return _s(seconds) if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def scale(phase: Phase) -> list[str]:
+    """The guide's "how long a class takes": this run's idle rates, extrapolated linearly to larger classes."""
+    t = phase.seconds
+    per = (t["grade"] - t["grade_small"]) / (CLASS - SMALL)
+    fixed = t["grade"] - CLASS * per
+    lines = ["## How long a class takes", "",
+             f"Extrapolated from the idle column's rates above, linearly in the class size (an estimate: the measured "
+             f"rows are the evidence): `grade --jobs 2` costs {_s(fixed)} once and {_s(per)} a student; a shard is "
+             f"a 2-core machine grading its share at that rate (a GitHub Actions runner also installs the kit "
+             f"first: not counted); `merge`, `similarity` and `final-gradebook` at their measured cost per student "
+             f"of the class of {CLASS}.", "",
+             "| class | one machine, `--jobs 2` | " + " | ".join(f"{n} shards, each" for n in SHARDS)
+             + " | merge | similarity | final-gradebook |",
+             "| --- | --- | " + " | ".join("---" for _ in SHARDS) + " | --- | --- | --- |"]
+    for size in SIZES:
+        cells = [_long(fixed + per * size), *(_long(fixed + per * size / n) for n in SHARDS),
+                 _long(t["merge"] / CLASS * size), _long(t["similarity"] / CLASS * size),
+                 _long(t["final"] / CLASS * size)]
+        lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _load(phase: Phase) -> str:
@@ -135,6 +164,7 @@ def page(idle: Phase, busy: Phase, loops: int, cores: int, when: datetime.date) 
         HEADER, "| --- | --- | --- | --- |",
     ]
     lines += [f"| {step} | {what} | {a} | {b} |" for (step, what, a), (_, _, b) in zip(rows(idle), rows(busy))]
+    lines += ["", *scale(idle)]
     notes = [f"- {name}: {key} failed: {why}" for name, phase in (("idle", idle), ("busy", busy))
              for key, why in phase.failed.items()]
     if notes:
@@ -199,6 +229,11 @@ def test_measure_the_guides_steps_and_write_the_page(tmp_path):
 def test_the_page_is_the_generated_one_with_a_time_in_every_cell():
     rows_found = parse(PAGE.read_text())
     assert [row[0] for row in rows_found] == ["2", "4a", "4a", "4a", "4b", "4d", "6"]
+    text = PAGE.read_text()
+    scaled = [line for line in text[text.index("## How long a class takes"):].splitlines()
+              if re.match(r"\| [\d,]+ \|", line)]
+    assert [line.split(" | ")[0] for line in scaled] == [f"| {size:,}" for size in SIZES]
+    assert all(len(TIME.findall(line)) + line.count(" min") == 4 + len(SHARDS) for line in scaled)
 
 
 def test_the_format_check_refuses_a_row_without_a_time():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import KitError
 from ..lesson.assignment import Assignment, resolve
+from ..notebook.course_grades import as_graded_now
 from ..records.record_files import read_results
 from ..records.results import SubmissionResult, refuse_untrusted, write_atomic
 from ..reports.escape import visible
@@ -38,6 +39,10 @@ def grades_of_record(out_dir: Path, allow_pending: bool, allow_unisolated: bool)
     return results
 
 
+def _marks(result: SubmissionResult) -> list[tuple[str, float, str]]:
+    return [(test.id or test.name, test.score, test.status) for test in result.tests]
+
+
 def export(out_dir: str | Path, to: str | Path, fmt: str = "canvas", column: str | None = None,
            allow_pending: bool = False, allow_unisolated: bool = False, emit: Callable[[str], None] | None = None,
            assignment: Assignment | None = None) -> Path:
@@ -45,8 +50,15 @@ def export(out_dir: str | Path, to: str | Path, fmt: str = "canvas", column: str
     (default: the assignment's title). Return the path written."""
     if fmt not in FORMATS:
         raise KitError(f"unknown --format {fmt!r}: one of {', '.join(sorted(FORMATS))}")
+    lesson = resolve(assignment)
     results = grades_of_record(Path(out_dir), allow_pending, allow_unisolated)
-    name = column or resolve(assignment).title
+    # The grades of record are what final-gradebook folded in: a grade entered in formgrader since would be lost.
+    stale = [now.student for now, kept in zip(as_graded_now(results, out_dir, lesson), results)
+             if _marks(now) != _marks(kept)]
+    if stale:
+        raise KitError(f"export refused: formgrader holds grades for {len(stale)} student(s) that their records do "
+                       f"not have yet: run final-gradebook first")
+    name = column or lesson.title
     path = Path(to)
     write_atomic(path, FORMATS[fmt](results, name))
     if emit:
