@@ -165,9 +165,9 @@ def test_gradescope_run_reports_its_real_time_and_no_pending_failure(tmp_path):
     assert not any(test.get("status") == "failed" for test in data["tests"])
 
 
-def test_gradescope_shows_blank_written_answers_as_pending_never_as_failures(tmp_path):
-    """The released notebook, nothing written: on Gradescope each written answer is 0 of 0, pending, as an
-    answered one is (the guide's promise), so the Gradescope total never grows by unanswered questions."""
+def test_gradescope_shows_a_blank_written_answer_as_failed_as_every_deployment_does(tmp_path):
+    """The released notebook, nothing written: each written answer is 0 of its points, failed, on Gradescope as
+    in a local run (the same outcomes in every deployment), never pending: there is nothing to grade."""
     from autograder.commands import gradescope
 
     copy_package(SOLUTIONS, tmp_path / "submission", MODULES)
@@ -175,9 +175,8 @@ def test_gradescope_shows_blank_written_answers_as_pending_never_as_failures(tmp
     gradescope.run(tmp_path, emit=lambda line: None)
     data = json.loads((tmp_path / "results" / "results.json").read_text())
     written = [test for test in data["tests"] if test["tags"] == ["written"]]
-    assert len(written) == ANSWERS and all(test["extra_data"].get("pending") and test["max_score"] == 0
-                                           and "status" not in test for test in written)
-    assert all(test["output"] == gradescope.BLANK_ON_GRADESCOPE for test in written)
+    assert len(written) == ANSWERS and all(test.get("status") == "failed" and test["score"] == 0 < test["max_score"]
+                                           and not test["extra_data"].get("pending") for test in written)
 
 
 # ---------------------------------------------------------------- the triage alone, on records made by hand

@@ -29,7 +29,6 @@ from .grading import grade_class
 from ..records.results import GraderFailure, SubmissionResult, record_text, save, valid_result, write_atomic
 from .judge_loop import grader_error
 from ..intake.stubs import stub_files
-from ..records.triage import WRITTEN
 from ..intake.submission import read_submission
 
 KIT_FILES = ("pyproject.toml", "README.md", "nbgrader_config.py")
@@ -94,8 +93,6 @@ def _files(source: Path) -> list[Path]:
     return [path for path in found if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
             and ".ipynb_checkpoints" not in path.parts]
 
-
-BLANK_ON_GRADESCOPE = "No answer is written here yet. Your instructor grades the written answers after the deadline."
 
 def build_package(destination: str | Path, assignment: Assignment | None = None) -> Path:
     """Write the Gradescope autograder zip for ``assignment`` (the kit's lesson by default), from wherever it
@@ -190,9 +187,5 @@ def _graded(root: Path, emit: Callable[[str], None], sandbox_mode: str, assignme
     # What intake refused was staged as absent: the record names the refusal, not "missing". The submission is the
     # whole run here, so its time is the run's (start-up included), as Gradescope shows it.
     refused = {what: why for what, why in intake.problems.items() if why != "missing"}
-    # Nobody grades written answers on Gradescope: one left blank is as pending as one answered (0 of 0 there,
-    # never a red failure worth its points), and the instructor's grading scores it 0 later, as formgrader does.
-    tests = tuple(replace(test, status="pending", score=0.0, output=BLANK_ON_GRADESCOPE)
-                  if test.group == WRITTEN and test.status == "failed" else test for test in results[0].tests)
-    return replace(results[0], tests=tests, intake_problems={**results[0].intake_problems, **refused},
+    return replace(results[0], intake_problems={**results[0].intake_problems, **refused},
                    execution_time=time.monotonic() - started)
