@@ -95,7 +95,8 @@ def test_the_run_ends_with_its_time_per_student_and_the_load_it_saw(graded):
     whom to look at, triage's lines)."""
     results, _ = graded
     last = next(line for line in reversed(SAID) if line.startswith("graded "))
-    assert SAID[-1].startswith("needs a look"), SAID[-1]
+    after = SAID[SAID.index(last) + 1:]
+    assert after and after[0].startswith("needs a look"), after  # then the students, one line each
     assert last.startswith(f"graded {len(results)} submission(s) in "), last
     assert re.search(r": \d+\.\d\d students a second at --jobs 1 \(\d+\.\d\d s a student\); "
                      r"\d+\.\d of \d+ cores busy; "

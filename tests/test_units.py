@@ -1276,7 +1276,8 @@ def test_the_class_report_lists_every_student_who_needs_a_look():
     no_notebook = SubmissionResult("quiet", (TestResult("a", "heads", 2, 2, "passed"),),
                                    notebook=NotebookSummary("quiet", reason="no check_your_understanding.ipynb in the "
                                                                              "submission"))
-    crashed = SubmissionResult("crashy", (TestResult("a", "heads", 0, 2, "failed"),),
+    crashed = SubmissionResult("crashy", (TestResult("a", "heads", 2, 2, "passed"), TestResult("b", "heads", 0, 2,
+                                                                                         "failed")),
                                notes=("the worker crashed during heads.split_heads",))
     report = class_report.render([fine, refused, no_notebook, crashed], ["h.png", "p.png"])
     text = report.split("## Needs a look", 1)[1].split("![", 1)[0]
