@@ -206,6 +206,7 @@ def test_a_term_as_the_guide_tells_it(tmp_path):
     canvas = {row[3]: float(row[5]) for row in rows[2:]}
     assert canvas == {student: float(row["total"]) for student, row in final.items()}
     assert canvas["late"] == canvas["ext"] - 0.2 * float(final["late"]["max_total"])
+    assert float(final["late"]["late_penalty"]) == round(0.2 * top, 6) and float(final["ext"]["late_penalty"]) == 0
 
     # jdoe fixes the bug before the deadline, and the instructor pulls it (step 8): only jdoe is regraded, with the
     # term's hand-in options as the grade step gave them; ada keeps her manual grades.

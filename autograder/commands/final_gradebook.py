@@ -30,7 +30,7 @@ from ..reports import csv_cells, write_reports
 from ..records.results import SubmissionResult, refuse_untrusted, save, write_atomic
 
 COLUMNS = ["student", "total", "max_total", "code", "max_code", "notebook_auto", "max_notebook_auto",
-           "notebook_manual", "max_notebook_manual", "notebook_pending_manual", "notebook_note"]
+           "notebook_manual", "max_notebook_manual", "notebook_pending_manual", "late_penalty", "notebook_note"]
 
 
 def _row(result: SubmissionResult) -> list[str | float]:
@@ -41,7 +41,8 @@ def _row(result: SubmissionResult) -> list[str | float]:
     auto = points([t for t in result.tests if t.group == "notebook"])
     manual = points([t for t in result.tests if t.group == "written"])
     pending = sum(t.max_score for t in result.tests if t.status == "pending")
-    values = [result.score, result.max_score, *code, *auto, *manual, pending]  # numbers: written as numbers
+    # numbers written as numbers; total = the parts less the late penalty
+    values = [result.score, result.max_score, *code, *auto, *manual, pending, result.penalty]
     return [result.student, *values, result.notebook.reason if result.notebook else ""]
 
 
