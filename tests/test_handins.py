@@ -280,3 +280,23 @@ def test_without_a_roster_look_alike_folders_are_both_graded_and_flagged(tmp_pat
         "jdoe": ("jdoe (1)",), "jdoe (1)": ("jdoe",)}
     assert [str(reason) for reason in triage.reasons(results["jdoe"])] == [
         "an id that looks like another's: 'jdoe (1)': the same student?"]
+
+
+def test_a_grader_error_on_one_repository_is_that_students_record_and_the_class_goes_on(tmp_path, monkeypatch):
+    class_dir = tmp_path / "class"
+    clone_with(class_dir / "ada", SOLUTIONS, "2026-12-01T10:00:00+00:00")
+    clone_with(class_dir / "bo", SOLUTIONS, "2026-12-01T10:00:00+00:00")
+    real = git_commit.commit_at
+
+    def breaks_on_bo(folder, last):
+        if Path(folder).name == "bo":
+            raise ValueError("a value from the repository the grader did not expect")
+        return real(folder, last)
+
+    monkeypatch.setattr(git_commit, "commit_at", breaks_on_bo)
+    results = {result.student: result for result in grade_class(
+        class_dir, tmp_path / "out", skip_notebook=True, emit=lambda line: None,
+        deadlines=Deadlines(parse_time(DEADLINE)))}
+    assert results["ada"].score == results["ada"].max_score and results["bo"].score == 0
+    assert [str(reason) for reason in triage.reasons(results["bo"])][0] == (
+        "commit: the repository could not be read: the grader's error (ValueError)")

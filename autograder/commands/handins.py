@@ -69,11 +69,14 @@ def _at_deadline(student: str, folder: Path, deadlines: Deadlines, out_dir: Path
             return target, replace(handin, commit=Commit("", "", iso(due), problem="no commit at or before the "
                                                                                      "deadline: nothing graded"))
         git_commit.write_commit(folder, graded.sha, target)
-    except (Refused, OSError) as refused:
+    except Exception as error:  # noqa: BLE001 - one student's repository never stops the class
+        # Refused and OSError say why in the kit's words; anything else is the grader's own error, named by type
+        # (its message may quote the repository).
+        why = str(error) if isinstance(error, (Refused, OSError)) else f"the grader's error ({type(error).__name__})"
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True, exist_ok=True)
         return target, replace(handin, commit=Commit("", "", iso(due), problem=f"the repository could not be read: "
-                                                                                 f"{refused}"))
+                                                                                 f"{why}"))
     days = deadlines.policy.days_late(graded.time, due)
     commit = Commit(graded.sha, iso(graded.time), iso(due), later=graded.later, reordered=graded.reordered)
     return target, replace(handin, commit=commit, late_days=days, late_percent=deadlines.policy.percent(days))
