@@ -47,7 +47,7 @@ FORBIDDEN_LISTS = (
     ("solutions/mha_pe/attention.py", "You may not call", "here:"),
     ("assignments/mha_pe/attention.py", "You may not call", "here:"),
     ("docs/student-guide.md", "you may not call", "building it"),
-    ("docs/design.md", "| `intake/forbidden.py` | static scan", ": attributes"),
+    ("docs/mechanisms.md", "| `intake/forbidden.py` | static scan", ": attributes"),
 )
 # A backticked name of torch's, full or abbreviated (`nn.X`, `F.X`): an abbreviation names no entry, so it fails.
 API = re.compile(r"`+((?:torch|nn|F)\.[\w.]+)`+")

@@ -258,14 +258,14 @@ class WarmJudge:
         self.factory = WorkerFactory(self.sandbox, self.scratch_root, self.assignment, lend=self.lend, zygote=ahead,
                                      notebook=self.notebook is not None)
         collecting = gc.isenabled()
-        gc.disable()  # start-up allocates for good: collections then would only walk it all (100 ms each)
+        gc.disable()  # start-up allocates for good: collections then would only walk it all, at length
         try:
             # The zygote first: its torch import then runs beside this process's own, not after it.
             self.factory.start()
             if self.meanwhile is not None:
                 self.meanwhile()
             deferred = stand_ins.defer()  # as in the zygote: the packages of torch no judge uses at once
-            with stand_ins.inspect_shortcuts():  # as in the zygote: 65 ms of the import
+            with stand_ins.inspect_shortcuts():  # as in the zygote: a share of the import
                 import torch
             stand_ins.bind(deferred)
 

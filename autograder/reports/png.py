@@ -1,9 +1,9 @@
 """An RGB picture written as a PNG file without per-row filters: the charts' last step, after the last student.
 
 Pillow's PNG encoder tries every filter on every row of a true-colour picture and keeps the best. For the pass-rate
-chart (about 950 by 3300 pixels, mostly white) that search took 50 ms of the 70 ms a run waited for its charts after
-its last student, and saved 3% of the file (December 2026, Pillow 13). Unfiltered rows compressed by zlib give the
-same pixels in about 24 ms.
+chart (tall, mostly white) that search was most of the time a run waited for its charts after its last student,
+and saved a few percent of the file. Unfiltered rows compressed by zlib give the same pixels in a fraction of it
+(docs/performance.md; the bench measures the run's end).
 """
 
 from __future__ import annotations

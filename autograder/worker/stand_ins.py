@@ -229,8 +229,8 @@ class ShapesStandIn(StandIn):
         return question
 
 
-# Packages torch's own import loads, and nothing a worker runs before a submission asks for them needs: together
-# about 56 ms of the zygote's start of 0.85 s (torch 2.13, 2 cores, December 2026). They register no operator a
+# Packages torch's own import loads, and nothing a worker runs before a submission asks for them needs: a
+# noticeable share of the zygote's start-up (`make bench` measures it). They register no operator a
 # worker meets (only torch.export's own ``export::`` one), and hold none of the lesson's forbidden functions.
 DEFERRED = ("torch.export", "torch.utils.data", "torch.distributions", "torch.optim", "torch.profiler",
             "torch.quantization")
@@ -336,11 +336,10 @@ def inspect_shortcuts():
 
     * ``inspect.getframeinfo`` as asked with ``context=0``: the same file name and line, without reading and
       searching the whole source file (and listing every loaded module's file first) for a line that torch drops
-      (``torch._library.utils.get_source``): about 40 ms of the import (115 registrations, torch 2.13, December
-      2026).
+      (``torch._library.utils.get_source``): a noticeable share of the import, once per registration.
     * ``inspect.getmodule`` of a frame (the module whose fake kernels torch then checks against its stubs): the
       module its globals name, when that module's file is the frame's own, which is the module ``getmodule`` finds
-      by mapping the file of every loaded module, again at each of the 115 registrations: about 25 ms. Any other
+      by mapping the file of every loaded module, again at each registration. Any other
       question goes to the original.
 
     In the zygote's start-up and in the judge's."""

@@ -94,8 +94,8 @@ def lane_network():
     Owned by the zygote's user namespace, where a worker (in a user namespace of its own below it) holds no
     capability: it cannot bring the loopback device up, add one, or change anything else there, and what its
     sockets were dies with its processes, before the next worker of that judge runs any student code. Workers of
-    different judges, which run at the same time, are in different ones. A new namespace per worker cost 0.7-1.5 ms
-    of the kernel's time a student (its ``cleanup_net``, on a kernel worker thread)."""
+    different judges, which run at the same time, are in different ones. A new namespace per worker cost the kernel
+    time for every student (its ``cleanup_net``, on a kernel worker thread)."""
     made = []
 
     def make():
@@ -360,9 +360,8 @@ def main(argv):
     # waits a few ms at most: about 0.1 s of CPU in all (copies into fresh memory), for fewer page-table entries to
     # copy and free at each fork and exit. Workers forked meanwhile copy more entries, and keep their own pages (a
     # collapse copies the zygote's side only). Only with a core to spare: with a judge on every core (--jobs 2 on
-    # two) that CPU comes out of the first students' grading, and a run measured 0.25 s slower with it (December
-    # 2026: no cheaper fork or exit showed once under way, as each worker's first writes split the huge pages it
-    # shares).
+    # two) that CPU comes out of the first students' grading, and the bench measured runs slower with it (no
+    # cheaper fork or exit showed once under way, as each worker's first writes split the huge pages it shares).
     to_collapse = _ranges() if spare_core(int(os.environ.get(JUDGES_ENV, "1"))) else []
     while judges:
         by_socket = {judge.control: judge for judge in judges}
