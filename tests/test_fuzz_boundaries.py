@@ -34,7 +34,8 @@ import torch
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from autograder.commands import final_gradebook, judge_loop
+from autograder.commands import judge_loop
+from autograder.reports import final_gradebook
 from autograder.commands.final_gradebook import export_final_gradebook
 from autograder.commands.grading import grade_class
 from autograder.commands.planning import NOT_STUDENTS, discover
@@ -472,8 +473,7 @@ def write_every_report(results, out):
     write_atomic(out / "similarity.csv", similarity_report._csv(pairs))
     write_atomic(out / "report.md", file_text(class_report.render(results, ["figures/a.png", "figures/b.png"])
                                               + similarity_report.link(out)))
-    write_atomic(out / "final_gradebook.csv",
-                 csv_cells.table(final_gradebook.COLUMNS, (final_gradebook._row(result) for result in results)))
+    final_gradebook.write(results, out)
     return results
 
 
@@ -512,6 +512,7 @@ RECORD_TEXT = st.fixed_dictionaries({"notes": st.lists(TEXT | HUGE_TEXT, max_siz
                                                                  max_size=2)})
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=150)
 @given(names=st.lists(POSIX_NAME, min_size=1, max_size=5, unique=True), texts=st.lists(RECORD_TEXT, max_size=5))
 @example(names=[b"M\xfcller", b"M%FCller", b"M\\xfcller", b"M_FCller", b".\xff", b"\x1b[31m\n=1+1"],
@@ -632,6 +633,7 @@ class ScriptedRemote:
         return reply
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=400)
 @given(data=notebooks(), replies=st.lists(NOTEBOOK_REPLY, max_size=12))
 @example(data=json.dumps({"cells": [{"cell_type": "code", "source": "x\udc80", "outputs": [{"text": None}]}]}).encode(),
@@ -732,6 +734,7 @@ def honest(graded_class):
     return graded_class[0]["alice"]
 
 
+@pytest.mark.slow
 def test_a_class_of_hostile_names_and_notebooks_is_graded_once_each_and_every_output_parses(graded_class):
     results, out, alone, said = graded_class
     assert said and all(is_valid(line) and CONTROL.search(line) is None for line in said), "the console is inert"
@@ -788,6 +791,7 @@ print(json.dumps([sys.getfilesystemencoding(), students]))
 """
 
 
+@pytest.mark.slow
 def test_ids_and_the_similarity_report_are_the_same_in_a_locale_that_is_not_utf8(graded_class, tmp_path):
     """A folder's id is read from its name's bytes as UTF-8 whatever the process's locale (else ``é`` would be
     graded as ``/C3/A9`` on one machine and ``é`` on another: two students across shards or a --resume), and

@@ -15,19 +15,15 @@ from pathlib import Path
 from ..errors import KitError
 from ..lesson.assignment import Assignment, resolve
 from ..notebook.course_grades import as_graded_now
-from ..records.record_files import read_results
-from ..records.results import SubmissionResult, refuse_untrusted, write_atomic
+from ..records.record_files import class_grades
+from ..records.results import SubmissionResult, write_atomic
 from ..reports.escape import visible
-from ..reports.lms_export import FORMATS
+from ..reports.lms_export import FORMATS, ExportContext
 
 
-def grades_of_record(out_dir: Path, allow_pending: bool, allow_unisolated: bool) -> list[SubmissionResult]:
+def exportable(out_dir: Path, allow_pending: bool, allow_unisolated: bool) -> list[SubmissionResult]:
     """Every record of ``out_dir``, sorted by id, once each is fit to leave the grading machine."""
-    found = read_results(out_dir)
-    if not found:
-        raise KitError(f"no results in {out_dir / 'results'}: run 'python -m autograder grade' first")
-    refuse_untrusted([(label, problem) for label, _, problem in found], "export", allow_unisolated)
-    results = sorted((record for _, record, _ in found if record is not None), key=lambda r: r.student)
+    results = class_grades(out_dir, "export", allow_unisolated)
     unfinished = [result.student for result in results if result.unfinished is not None]
     if unfinished:
         raise KitError(f"export refused: grading did not finish for {len(unfinished)} student(s) "
@@ -51,7 +47,7 @@ def export(out_dir: str | Path, to: str | Path, fmt: str = "canvas", column: str
     if fmt not in FORMATS:
         raise KitError(f"unknown --format {fmt!r}: one of {', '.join(sorted(FORMATS))}")
     lesson = resolve(assignment)
-    results = grades_of_record(Path(out_dir), allow_pending, allow_unisolated)
+    results = exportable(Path(out_dir), allow_pending, allow_unisolated)
     # The grades of record are what final-gradebook folded in: a grade entered in formgrader since would be lost.
     stale = [now.student for now, kept in zip(as_graded_now(results, out_dir, lesson), results)
              if _marks(now) != _marks(kept)]
@@ -60,7 +56,7 @@ def export(out_dir: str | Path, to: str | Path, fmt: str = "canvas", column: str
                        f"not have yet: run final-gradebook first")
     name = column or lesson.title
     path = Path(to)
-    write_atomic(path, FORMATS[fmt](results, name))
+    write_atomic(path, FORMATS[fmt](results, ExportContext(column=name)))
     if emit:
         emit(f"{fmt} export: {path} ({len(results)} student(s), column {name!r})")
     return path

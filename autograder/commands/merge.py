@@ -22,9 +22,9 @@ from ..lesson.assignment import Assignment, resolve
 from ..errors import KitError
 from .planning import SHARD_FILE
 from ..intake.naming import RESULTS, result_path
-from ..records.record_files import strays
+from ..records.record_files import grades_of_record, read_results, strays
 from ..reports import write_reports
-from ..records.results import MISPLACED, SubmissionResult, load_record, refuse_untrusted
+from ..records.results import MISPLACED, SubmissionResult
 
 
 def _shard_info(folder: str | Path) -> tuple[int, int, list[str]]:
@@ -61,23 +61,22 @@ def merge(folders: list[str | Path], out_dir: str | Path, emit: Callable[[str], 
     missing = sorted(set(range(1, count + 1)) - set(shards))
     if missing:
         raise KitError(f"missing shard(s) {', '.join(map(str, missing))} of {count}")
-    records = {student: load_record(result_path(folder, student)) for student, folder in sorted(owner.items())}
+    found = [entry for student, folder in sorted(owner.items()) for entry in read_results(folder, [student])]
     # The record at a student's path must be that student's: a classmate's sealed record copied over it would
     # list the classmate twice and the student nowhere.
     swapped = [f"{result_path(owner[student], student)} holds {result.student!a}'s record, not {student!a}'s"
-               for student, (result, _) in records.items() if result is not None and result.student != student]
+               for student, result, _ in found if result is not None and result.student != student]
     if swapped:
         raise KitError(f"merge refused records its shard.json lists for another student: {'; '.join(swapped)}; "
                        "regrade those students with grade --resume")
-    problems = [(student, problem) for student, (_, problem) in records.items()]
     for folder, _, students in shards.values():  # one record per student, nothing beside them
-        problems += [(str(Path(folder) / RESULTS / name), MISPLACED) for name in strays(folder, students)]
-    refuse_untrusted(problems, "merge", allow_unisolated)
+        found += [(str(Path(folder) / RESULTS / name), None, MISPLACED) for name in strays(folder, students)]
+    records = grades_of_record(found, "merge", allow_unisolated)
     out_dir = Path(out_dir)
     results, course = [], nbgrader_record.course_dir(out_dir)
-    for student, folder in sorted(owner.items()):
+    for result in records:
+        student, folder = result.student, owner[result.student]
         source = result_path(folder, student)
-        result = records[student][0]
         target = result_path(out_dir, student)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import results as records
-from ..records.record_files import strays
+from ..records.record_files import read_results, strays
 from ..intake import fingerprints, naming
 from ..intake.stubs import notebook_unchanged, stub_files, unchanged
 from ..records.handin import Elsewhere, Handin
@@ -121,6 +121,10 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
     released = assignment.released_notebook()
     released_notebook = released.read_bytes() if notebook and released is not None and released.is_file() else None
     tasks, kept, distrusted, other_mode = [], [], [], []
+    # The records --resume may keep, read as every command reads grades of record (each at its student's path).
+    candidates = [student for student, _ in students if resume and student not in regrade
+                  and naming.result_path(out_dir, student).exists()]
+    previous_records = {student: (result, problem) for student, result, problem in read_results(out_dir, candidates)}
     for student, folder in students:
         intake = submissions.read_submission(folder, assignment.contract, assignment.notebook if notebook else None,
                                              stubs)
@@ -136,9 +140,8 @@ def plan(students: list[tuple[str, Path]], out_dir: str | Path, assignment: Assi
         files["handin"] = json.dumps(handin_json, sort_keys=True).encode()
         task = Task(student, str(folder), fingerprints.fingerprint(files, grader + ("+nb" if notebook else "")),
                     handin_json)
-        path = naming.result_path(out_dir, student)
-        if resume and path.exists() and student not in regrade:
-            previous, problem = records.load_record(path)
+        if student in previous_records:
+            previous, problem = previous_records[student]
             if problem:
                 distrusted.append(student)
             # A record whose grading did not finish (the machine too busy, no worker) is no grade: graded again.

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..judge.failures import SubmissionFailure, WorkerCrash
+from ..records.notebook_groups import NOTEBOOK, WRITTEN
 from ..records.results import TestResult
 from ..worker.text import NOTE as INVALID_TEXT, valid_text, valid_tree
 from .checks import nbgrader_meta, source_text
@@ -27,7 +28,6 @@ class Outcome:
     executed: object = None
     reason: str = ""  # why the notebook earned nothing (unreadable, refused, missing)
     notes: list = field(default_factory=list)
-    pending: float = 0.0
 
 
 class _Runner:
@@ -106,28 +106,27 @@ def grade_notebook(data, why_missing, remote, limits, assignment):
         if grade_id not in seen:
             executed.append((None, grade_id, assignment.checks[grade_id].visible_text, None))
     verdicts = run_checks(runner, assignment)
-    tests, pending = [], 0.0
+    tests = []
     for grade_id, check in assignment.checks.items():
         passed, why = verdicts[grade_id]
-        tests.append(TestResult(f"notebook: {grade_id}", "notebook", check.points if passed else 0, check.points,
+        tests.append(TestResult(f"{NOTEBOOK}: {grade_id}", NOTEBOOK, check.points if passed else 0, check.points,
                                 "passed" if passed else "failed", "" if passed else why, "visible",
-                                f"notebook::{grade_id}"))
+                                f"{NOTEBOOK}::{grade_id}"))
     answers = {grade_id: cell for cell, grade_id, _, _ in executed if grade_id in assignment.written}
     for grade_id, points in assignment.written.items():
         state = _written_state(answers.get(grade_id), grade_id, assignment)
-        pending += points if state == "pending" else 0
         tests.append(_written_test(grade_id, points, state))
     notebook = executed_notebook(executed, verdicts, assignment)
     notes = [f"notebook: {runner.stopped}"] if runner.stopped else []
     if replaced or runner.replaced:
         notes.append(f"notebook: {INVALID_TEXT}")
-    return Outcome(tests, notebook, "", notes, pending)
+    return Outcome(tests, notebook, "", notes)
 
 
 def empty_outcome(assignment, reason):
     """Nothing to run: every autograded check fails with ``reason``; written answers score 0 (nothing to grade)."""
-    tests = [TestResult(f"notebook: {grade_id}", "notebook", 0, check.points, "failed", one_line(reason), "visible",
-                        f"notebook::{grade_id}") for grade_id, check in assignment.checks.items()]
+    tests = [TestResult(f"{NOTEBOOK}: {grade_id}", NOTEBOOK, 0, check.points, "failed", one_line(reason), "visible",
+                        f"{NOTEBOOK}::{grade_id}") for grade_id, check in assignment.checks.items()]
     tests += [_written_test(grade_id, points, "missing") for grade_id, points in assignment.written.items()]
     return Outcome(tests, None, one_line(reason))
 
@@ -158,8 +157,8 @@ WRITTEN_OUTPUT = {"pending": "To be graded by your instructor.", "unchanged": "N
 
 def _written_test(grade_id, points, state):
     status = "pending" if state == "pending" else "failed"
-    return TestResult(f"written: {grade_id}", "written", 0, points, status, WRITTEN_OUTPUT[state], "visible",
-                      f"written::{grade_id}")
+    return TestResult(f"{WRITTEN}: {grade_id}", WRITTEN, 0, points, status, WRITTEN_OUTPUT[state], "visible",
+                      f"{WRITTEN}::{grade_id}")
 
 
 def _run_cell(runner, index, source, limits, budget):

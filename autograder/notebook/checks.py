@@ -53,10 +53,6 @@ class NotebookChecks:
     release: dict  # the release notebook (its JSON)
     notes: dict = field(default_factory=dict)  # grade_id -> a written answer's grading notes (model answer, rubric)
 
-    @property
-    def max_points(self):
-        return sum(check.points for check in self.checks.values()) + sum(self.written.values())
-
 
 def _hidden_lines(source):
     lines, inside = set(), False

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import nbgrader_record
 from ..lesson.assignment import Assignment
+from ..records.notebook_groups import NOTEBOOK_GROUPS, WRITTEN, pending_points
 from ..records.results import SubmissionResult, TestResult
 from ..records.triage import printable
 
@@ -36,7 +37,7 @@ def refreshed(test: TestResult, cell: nbgrader_record.CellGrade | None) -> TestR
     if cell.manual:
         status = "passed" if cell.score >= test.max_score else "failed"
         return replace(test, score=cell.score, status=status, output=graded_output(cell.comment))
-    if test.group == "written" and cell.pending:
+    if test.group == WRITTEN and cell.pending:
         from .cells import WRITTEN_OUTPUT  # here: the reports import this module, and need nothing of the judge
 
         return replace(test, score=0, status="pending", output=WRITTEN_OUTPUT["pending"])
@@ -54,10 +55,9 @@ def refresh(result: SubmissionResult, course: str | Path, lesson: Assignment,
         cells = nbgrader_record.read_cells(course, result.notebook.id, lesson)
     if not cells:
         return result
-    tests = tuple(refreshed(test, cells.get(test.id.partition("::")[2])) if test.group in ("notebook", "written")
+    tests = tuple(refreshed(test, cells.get(test.id.partition("::")[2])) if test.group in NOTEBOOK_GROUPS
                   else test for test in result.tests)
-    pending = sum(test.max_score for test in tests if test.status == "pending")
-    return replace(result, tests=tests, notebook=replace(result.notebook, pending_manual=pending))
+    return replace(result, tests=tests, notebook=replace(result.notebook, pending_manual=pending_points(tests)))
 
 
 def read_class(course: str | Path, lesson: Assignment) -> dict[str, dict[str, nbgrader_record.CellGrade]]:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from . import grader_notes
 from ..lesson.assignment import Assignment
+from ..records.notebook_groups import NOTEBOOK, NOTEBOOK_GROUPS, WRITTEN
 from ..records.results import SubmissionResult, write_atomic
 from ..records.triage import printable
 
@@ -233,15 +234,15 @@ def record(course: str | Path, results: list[SubmissionResult], lesson: Assignme
             with gradebook.db.no_autoflush:
                 for test in result.tests:
                     kind, _, grade_id = test.id.partition("::")
-                    if kind not in ("notebook", "written"):
+                    if kind not in NOTEBOOK_GROUPS:
                         continue
                     if grade_id not in grades:
                         raise MissingEntry(f"no cell {grade_id} in the course's notebook")
                     grade = grades[grade_id]
                     grade.auto_score = None if test.status == "pending" else (
-                        test.score if kind == "notebook" else 0.0)
+                        test.score if kind == NOTEBOOK else 0.0)
                     grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
-                    if kind == "written":
+                    if kind == WRITTEN:
                         comments[grade_id].auto_comment = None if test.status == "pending" else test.output
 
 

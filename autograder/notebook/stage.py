@@ -25,6 +25,7 @@ import time
 from dataclasses import replace
 
 from ..judge.failures import bounded
+from ..records.notebook_groups import pending_points
 from ..records.results import GraderFailure, NotebookSummary
 from .cells import empty_outcome, grade_notebook
 from .checks import load_checks
@@ -64,7 +65,8 @@ def grade_into(result, intake, sandbox, launch, out_dir, lesson, worker=None):
                                         intake.notebook if outcome.executed is not None else None, outcome.executed)
     except Exception as error:  # noqa: BLE001 - the notebook's files only: the code's points and this record stand
         notes.append(f"the executed notebook could not be written ({type(error).__name__})")
-    summary = NotebookSummary(id=nbid, pending_manual=outcome.pending, manual_max=sum(assignment.written.values()),
+    summary = NotebookSummary(id=nbid, pending_manual=float(pending_points(outcome.tests)),  # a float, as ever
+                              manual_max=sum(assignment.written.values()),
                               seconds=round(time.monotonic() - started, 3), reason=outcome.reason or "",
                               output=bounded(remote.output_text(), 16 << 10))
     notes = [bounded(note, 300) for note in notes][:10]

@@ -291,9 +291,6 @@ class SubmissionResult:
             groups[test.group] = (round(score + test.score, 6), round(top + test.max_score, 6))
         return groups
 
-    def with_tests(self, tests: Iterable[TestResult]) -> SubmissionResult:
-        return replace(self, tests=tuple(tests))
-
     def to_json(self) -> dict[str, Any]:
         extra = dict(self.extra, **(self.notebook.to_json() if self.notebook is not None else {}))
         return {

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from .notebook_groups import WRITTEN, pending_points
 from .results import SubmissionResult
 
 # Most urgent first: the order of a student's reasons, and of the students in every list.
@@ -60,7 +61,6 @@ LABELS: dict[Kind, str] = {
     "zero": "a score of 0",
     "check_crashed": "a check could not use an answer",
 }
-WRITTEN = "written"  # the test group of the notebook's written answers, graded by hand in formgrader
 NOTEBOOK_KEY = "notebook"  # intake_problems' key for the notebook (the others are module names, and "folder")
 SUMMARY_LIMIT = 20  # students named on the console; report.md names them all
 
@@ -198,7 +198,7 @@ def manual_work(results: Iterable[SubmissionResult]) -> ManualWork:
     points, answers, students = 0.0, 0, 0
     for result in results:
         pending = [test for test in result.tests if test.group == WRITTEN and test.status == "pending"]
-        points += sum(test.max_score for test in pending)
+        points += pending_points(pending)
         answers += len(pending)
         students += bool(pending)
     return ManualWork(round(points, 6), answers, students)

@@ -1,15 +1,35 @@
-"""Reports are views of the result records: one module per format, each with ``write(results, out_dir)``."""
+"""Reports are views of the result records, one module per format. A student report's module has
+``write(results, out_dir)`` over students taken one by one (:data:`STUDENT_REPORTS`); a class report's module has
+``write(results, out_dir, run)`` (:data:`~.context.ClassReport`) and is named in :data:`CLASS_REPORTS`: another
+format is its module and one line there."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import importlib
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from ..records.results import SubmissionResult
-from . import class_report, feedback, feedback_text, gradebook, ids
+from . import feedback, feedback_text
+from .context import ClassReport, ReportRun
 from .drawer import Drawer
 
 STUDENT_REPORTS = (feedback, feedback_text)  # each a view of one student's record alone
+
+# {what it writes: the module of this package whose ``write(results, out_dir, run)`` writes it}, in the order they
+# are written. report.md comes first: it starts its charts (in the drawer's process) and writes its page last
+# (ReportRun.finish_last), so the charts draw while the rest is written. The feedback files are written here for
+# the students a grade run has not written yet (``run.written``).
+CLASS_REPORTS: dict[str, str] = {
+    "report.md": "class_report",
+    "gradebook.csv": "gradebook",
+    "ids.csv": "ids",
+    "feedback/<id>.md": "feedback",
+    "feedback/<id>.txt": "feedback_text",
+}
+# Imported with the package (grade imports it while the class is graded, never at its end).
+WRITERS: dict[str, ClassReport] = {name: importlib.import_module(f"{__name__}.{module}").write
+                                   for name, module in CLASS_REPORTS.items()}
 
 
 def write_student_reports(result: SubmissionResult, out_dir: str | Path) -> list[Path]:
@@ -18,15 +38,12 @@ def write_student_reports(result: SubmissionResult, out_dir: str | Path) -> list
     return [path for reporter in STUDENT_REPORTS for path in reporter.write([result], out_dir)]
 
 
-def write_reports(results: list[SubmissionResult], out_dir: str | Path, drawer: Drawer | None = None,
+def write_reports(results: Sequence[SubmissionResult], out_dir: str | Path, drawer: Drawer | None = None,
                   written: Collection[str] = ()) -> list[Path]:
-    """Write every report for ``results`` (a list of SubmissionResult) under ``out_dir``; return the paths written.
-    The class report's charts start first, in ``drawer``'s process when there is one (else the pass rates in a
-    child), while the other reports are written. ``written``: students whose own reports
-    (:func:`write_student_reports`) are written already, from these same records."""
-    charts = class_report.start_charts(results, out_dir, drawer)
-    paths = gradebook.write(results, out_dir) + ids.write(results, out_dir)
-    unwritten = [result for result in results if result.student not in written]
-    for reporter in STUDENT_REPORTS:
-        paths += reporter.write(unwritten, out_dir)
-    return paths + class_report.write(results, out_dir, charts)
+    """Write every class report of :data:`CLASS_REPORTS` for ``results`` (sorted by id) under ``out_dir``; return
+    the paths written. ``drawer``: the process that draws the charts (else a child draws the pass rates);
+    ``written``: students whose own reports (:func:`write_student_reports`) are written already, from these same
+    records."""
+    out_dir, run = Path(out_dir), ReportRun(drawer, frozenset(written))
+    paths = [path for write in WRITERS.values() for path in write(results, out_dir, run)]
+    return paths + run.finish()

@@ -4,14 +4,17 @@ as graded / pending."""
 
 from __future__ import annotations
 
+import functools
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .context import ReportRun
 from .drawer import Drawer
 from .figures import Drawing, draw_aside, pass_rate_chart, score_histogram
 from ..records.results import SubmissionResult, write_atomic
-from ..records.triage import WRITTEN, manual_line, manual_work, needs_a_look
+from ..records.notebook_groups import WRITTEN
+from ..records.triage import manual_line, manual_work, needs_a_look
 from . import similarity_report
 from .escape import file_text, markdown, visible
 
@@ -104,11 +107,20 @@ def start_charts(results: list[SubmissionResult], out_dir: str | Path, drawer: D
     return lambda: [histogram(), rates_drawn()]
 
 
-def write(results: list[SubmissionResult], out_dir: str | Path,
-          charts: Callable[[], list[Path]] | None = None) -> list[Path]:
-    """Write ``report.md`` and its charts (``charts``: from :func:`start_charts`, when they were started earlier)."""
+def write(results: Sequence[SubmissionResult], out_dir: str | Path, run: ReportRun | None = None) -> list[Path]:
+    """Write ``report.md`` and its charts. In a run of every class report (``run``), the charts start drawing now
+    (in ``run.drawer``'s process) and the page is written last, once the other reports are written."""
     out_dir = Path(out_dir)
-    histogram, rates = (charts or start_charts(results, out_dir))()
+    charts = start_charts(results, out_dir, run.drawer if run is not None else None)
+    page = functools.partial(_write_page, results, out_dir, charts)
+    if run is None:
+        return page()
+    run.finish_last(page)
+    return []
+
+
+def _write_page(results: Sequence[SubmissionResult], out_dir: Path, charts: Callable[[], list[Path]]) -> list[Path]:
+    histogram, rates = charts()
     path = out_dir / "report.md"
     page = render(results, [histogram.relative_to(out_dir).as_posix(), rates.relative_to(out_dir).as_posix()])
     write_atomic(path, file_text(page + similarity_report.link(out_dir)))

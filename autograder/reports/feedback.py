@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..records.results import SubmissionResult
+from .context import ReportRun
 from .escape import markdown, plain, visible
 from .feedback_view import FIX_FIRST_INTRO, FixFirst, hidden_words, score_line, shared_words, view, write_each  # noqa: F401  (score_line: its old home)
 
@@ -84,5 +86,7 @@ def _inline(text: str) -> str:
     return plain(text).replace("`", "'")[:400]
 
 
-def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
-    return write_each(results, out_dir, ".md", render)
+def write(results: Sequence[SubmissionResult], out_dir: str | Path, run: ReportRun | None = None) -> list[Path]:
+    """Each student's ``feedback/<id>.md`` (a student report, and a class report for those ``run`` has not
+    written yet)."""
+    return write_each(results, out_dir, ".md", render, run)

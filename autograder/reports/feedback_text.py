@@ -10,9 +10,11 @@ Markdown, send the ``.md`` instead: it escapes everything a student wrote.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..records.results import SubmissionResult
+from .context import ReportRun
 from .escape import plain, visible
 from .feedback_view import FIX_FIRST_INTRO, hidden_words, shared_words, view, write_each
 
@@ -110,5 +112,7 @@ def render(result: SubmissionResult) -> str:
     return "\n".join(lines)
 
 
-def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
-    return write_each(results, out_dir, ".txt", render)
+def write(results: Sequence[SubmissionResult], out_dir: str | Path, run: ReportRun | None = None) -> list[Path]:
+    """Each student's ``feedback/<id>.txt`` (a student report, and a class report for those ``run`` has not
+    written yet)."""
+    return write_each(results, out_dir, ".txt", render, run)

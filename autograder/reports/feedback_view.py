@@ -13,12 +13,14 @@ so no student text can pass for one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..intake.naming import safe_name
+from ..records.notebook_groups import NOTEBOOK, NOTEBOOK_GROUPS, WRITTEN, pending_points
 from ..records.results import SubmissionResult, TestResult, write_atomic
+from .context import ReportRun
 from .escape import file_text
 # What final-gradebook writes into a test graded in formgrader, defined where it is written.
 from ..notebook.course_grades import COMMENT, GRADED, graded_output  # noqa: F401 - graded_output: re-exported
@@ -28,7 +30,7 @@ SHOWN = ("visible", "after_due_date", "after_published")
 
 def instructor_comment(test: TestResult) -> str:
     """The grader's comment on ``test`` as the grader wrote it ("" when none)."""
-    if test.group in ("notebook", "written") and test.output.startswith(GRADED + COMMENT):
+    if test.group in NOTEBOOK_GROUPS and test.output.startswith(GRADED + COMMENT):
         return test.output[len(GRADED + COMMENT):].strip()
     return ""
 
@@ -112,7 +114,7 @@ class FeedbackView:
 def score_line(result: SubmissionResult) -> str:
     """The header's score. Written answers a human has not graded yet are neither earned nor lost: they are named
     apart ("Score: 111 / 111 so far · 13 written points still to be graded"), not counted as missing points."""
-    pending = sum(test.max_score for test in result.tests if test.group == "written" and test.status == "pending")
+    pending = pending_points(test for test in result.tests if test.group == WRITTEN)
     late = f" · late penalty of {result.penalty:g} included" if result.penalty else ""
     if not pending:
         return f"Score: {result.score:g} / {result.max_score:g}{late}"
@@ -164,13 +166,13 @@ def _check(test: TestResult) -> Check:
         return Check(test.name, test.score, test.max_score, GRADED, comment=comment)
     if test.concept:  # a hidden test: the concept and what happened, kept apart in the record
         return Check(test.name, test.score, test.max_score, test.concept, test.happened, stood_in=test.stood_in)
-    return Check(test.name, test.score, test.max_score, test.output.strip(), "", test.group == "notebook")
+    return Check(test.name, test.score, test.max_score, test.output.strip(), "", test.group == NOTEBOOK)
 
 
 def part_points(result: SubmissionResult, group: str, score: float, top: float) -> str:
     """A part's points in the table: "10 / 22"; points a human has not graded yet are named as pending, never shown
     as lost ("13 points still to be graded", or "2 / 4, 9 points still to be graded")."""
-    pending = sum(test.max_score for test in result.tests if test.group == group and test.status == "pending")
+    pending = pending_points(test for test in result.tests if test.group == group)
     if not pending:
         return f"{score:g} / {top:g}"
     if pending >= top:
@@ -205,8 +207,8 @@ def hidden_words(view: FeedbackView) -> str:
 
 def view(result: SubmissionResult) -> FeedbackView:
     """What ``result``'s student is shown (a pure function of the record)."""
-    written = [test for test in result.tests if test.group == "written"]
-    checks = [test for test in result.tests if test.group != "written"]
+    written = [test for test in result.tests if test.group == WRITTEN]
+    checks = [test for test in result.tests if test.group != WRITTEN]
     blocked = [test for test in checks if test.status == "failed" and test.blocked_by]
     hidden = [test for test in checks if test.visibility not in SHOWN and test.counted]
     failed = tuple(_check(test) for test in checks if test.status == "failed" and test.visibility in SHOWN)
@@ -230,22 +232,25 @@ def view(result: SubmissionResult) -> FeedbackView:
         hidden=len(hidden), hidden_passed=sum(test.status == "passed" for test in hidden),
         shared=_shared_causes(checks), uncounted=sum(not test.counted for test in checks),
         notebook_reason=result.notebook.reason if result.notebook is not None else "",
-        written=tuple(Written(test.name.removeprefix("written: "),
+        written=tuple(Written(test.name.removeprefix(f"{WRITTEN}: "),
                               "still to be graded" if test.status == "pending" else
                               f"{test.score:g}/{test.max_score:g}",
                               GRADED if instructor_comment(test) else test.output.partition(COMMENT)[0],
                               instructor_comment(test)) for test in written),
-        pending=sum(test.max_score for test in written if test.status == "pending"),
+        pending=pending_points(written),
         written_total=sum(test.max_score for test in written))
 
 
-def write_each(results: list[SubmissionResult], out_dir: str | Path, suffix: str,
-               render: Callable[[SubmissionResult], str]) -> list[Path]:
+def write_each(results: Sequence[SubmissionResult], out_dir: str | Path, suffix: str,
+               render: Callable[[SubmissionResult], str], run: ReportRun | None = None) -> list[Path]:
     """Each student's feedback in one format (``render``) at ``feedback/<their id, made safe><suffix>``; the
     paths written, in order. No control character but line ends and tabs reaches the file (:func:`file_text`),
-    whichever field brought it."""
+    whichever field brought it. In a run of the class reports (``run``), the students it has written already
+    (``run.written``) are left as they are."""
     written = []
     for result in results:
+        if run is not None and result.student in run.written:
+            continue
         path = Path(out_dir) / "feedback" / f"{safe_name(result.student)}{suffix}"
         write_atomic(path, file_text(render(result)))
         written.append(path)

@@ -1,11 +1,15 @@
 """``gradebook.csv``, written by every ``grade`` run: student, score, max_score, then one column per test group
-(written answers pending). After formgrader, ``final-gradebook`` adds ``final_gradebook.csv`` (final_gradebook.py)."""
+(written answers pending). After formgrader, ``final-gradebook`` adds ``final_gradebook.csv``
+(:mod:`.final_gradebook`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from ..records.notebook_groups import pending_points
 from ..records.results import SubmissionResult, write_atomic
+from .context import ReportRun
 from .csv_cells import table
 
 
@@ -18,7 +22,8 @@ def groups_of(results: list[SubmissionResult]) -> list[str]:
     return list(seen)
 
 
-def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
+def write(results: Sequence[SubmissionResult], out_dir: str | Path, run: ReportRun | None = None) -> list[Path]:
+    """Write ``gradebook.csv`` (``run``: unused here; every class report is given it)."""
     groups = groups_of(results)
     # Written notebook answers wait for formgrader; say how many points are still open.
     pending = any(result.notebook is not None for result in results)
@@ -30,7 +35,7 @@ def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
         row = [result.student, result.score, result.max_score,
                *(scores[group][0] if group in scores else "" for group in groups)]
         if pending:
-            row.append(result.notebook.pending_manual if result.notebook is not None else 0)
+            row.append(pending_points(result.tests) if result.notebook is not None else 0)
         if dated:
             commit = result.handin.commit if result.handin is not None else None
             row += [commit.sha if commit else "", commit.time if commit else "",

@@ -10,11 +10,13 @@ takes it off), and a report shows an id's control characters as escapes (``\\x1b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..intake.naming import RESULTS
 from ..records.results import SubmissionResult, write_atomic
 from ..intake.naming import safe_name
+from .context import ReportRun
 from .csv_cells import table
 
 COLUMNS = ["student", "results", "feedback", "nbgrader_id"]
@@ -29,7 +31,8 @@ def names(result: SubmissionResult) -> dict[str, str]:
             "nbgrader_id": result.notebook.id if result.notebook is not None else ""}
 
 
-def write(results: list[SubmissionResult], out_dir: str | Path) -> list[Path]:
+def write(results: Sequence[SubmissionResult], out_dir: str | Path, run: ReportRun | None = None) -> list[Path]:
+    """Write ``ids.csv`` (``run``: unused here; every class report is given it)."""
     # Every cell is text (an id, a name made from it): a formula-like one is written inert (csv_cells.original
     # gives it back).
     path = Path(out_dir) / "ids.csv"
