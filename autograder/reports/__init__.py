@@ -26,6 +26,7 @@ CLASS_REPORTS: dict[str, str] = {
     "ids.csv": "ids",
     "feedback/<id>.md": "feedback",
     "feedback/<id>.txt": "feedback_text",
+    "junit.xml": "junit",
 }
 # Imported with the package (grade imports it while the class is graded, never at its end).
 WRITERS: dict[str, ClassReport] = {name: importlib.import_module(f"{__name__}.{module}").write
