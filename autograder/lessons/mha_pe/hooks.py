@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from autograder.reports.figures import attention_maps, heatmap
+from autograder.lesson_api import attention_maps, heatmap
 
 from autograder.lessons.mha_pe.public_checks import load_public_checks
 

@@ -6,8 +6,7 @@ import functools
 from pathlib import Path
 from types import ModuleType
 
-from autograder.lesson.assignment import load
-from autograder.lesson.reference import load_module
+from autograder.lesson_api import load, load_module
 
 LESSON = Path(__file__).resolve().parent
 

@@ -8,7 +8,7 @@ tests); structure and gradients are fetched as tensors and confirmed by recomput
 
 import torch
 
-from autograder.judge.rubric import graded
+from autograder.lesson_api import graded
 from .support import MODULE_PARTS, PROJECTIONS, Calls, close, each_case, expected_attention, first, graded_on_its_own, gradient_agrees, gradient_reaches, is_close, module_and_twin, needs, pair, randn, student_raises, tensor
 
 ATTEND = ("scaled_dot_product_attention",)

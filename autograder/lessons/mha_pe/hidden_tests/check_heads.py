@@ -2,9 +2,8 @@
 
 import torch
 
-from autograder.judge.rubric import graded
+from autograder.lesson_api import device_of, graded
 from .support import Calls, close, each_case, needs, randn, student_raises, tensor
-from autograder.worker.protocol import device_of
 
 GROUP = "heads"
 SIZES = dict(batch=range(1, 4), seq=range(1, 6), heads=range(1, 5), head_dim=range(1, 5))

@@ -5,16 +5,12 @@ Each test reads only what its own concept decides: the table's pairs are found w
 frequency mistake the frequency test alone, and so on.
 """
 
-import gc
 import math
-import time
 
 import torch
 
-from autograder.judge.rubric import graded
-from autograder.judge.rubric import NotChecked, Symptom
+from autograder.lesson_api import NotChecked, Symptom, Yardstick, allowance, device_of, graded, within_cpu
 from .support import BASE_OF_MODULE, Calls, close, each_case, expected_rates, is_close, needs, pair_rates, randn, recurrence_residual, sine_pairs, student_raises, tensor, unwrapped_angle
-from autograder.worker.protocol import device_of
 
 GROUP = "positional_encoding"
 EVEN = range(2, 65, 2)
@@ -153,14 +149,15 @@ def test_table_is_vectorized(student, reference):
     # more reading of the yardstick each time. The table must still be the student's own (a fast wrong answer
     # earns nothing): its first rows are what an ordinary call then returns.
     draw = student.draw("pe-vectorized")
-    for attempt in range(MEASUREMENTS):
-        max_seq_len, base = draw.randrange(LONGEST // 4 * 3, LONGEST), draw.uniform(5e3, 2e4)
-        table, cpu = student.cpu_of_call("get_positional_encoding", max_seq_len, 32, base)
+
+    def own_table(table, args):
+        max_seq_len, _, base = args
         head = tensor(student.get_positional_encoding(48, 32, base), (48, 32))
         assert _is_own_table(table, head, max_seq_len), "the measured table is not the function's table"
-        if cpu <= _allowance(reference, fresh=attempt > 0):
-            return
-    raise AssertionError("too slow")
+
+    within_cpu(student, "get_positional_encoding",
+               lambda attempt: (draw.randrange(LONGEST // 4 * 3, LONGEST), 32, draw.uniform(5e3, 2e4)),
+               lambda fresh: _allowance(reference, fresh), tries=MEASUREMENTS, check=own_table)
 
 
 LONGEST = 13_000  # rows of the longest table the check draws (three quarters of it at the least)
@@ -169,36 +166,20 @@ MEASUREMENTS = 3  # tries of the student's table before it counts as too slow
 # loops 78 ms at the least. The allowance sits between the two, at 5 yardsticks within these bounds (CPU seconds),
 # so even a yardstick stretched many times over cannot let a loop through.
 FLOOR, CEILING = 0.03, 0.06
-_YARDSTICK = []  # the least reading so far in this judge
+_YARDSTICK_READINGS = Yardstick()  # the judge's least CPU seconds on the reference's longest table
+_YARDSTICK = _YARDSTICK_READINGS.least  # [] until read, then [the least reading so far in this judge]
 
 
 def _allowance(reference, fresh: bool) -> float:
     """CPU seconds the student's table may take: five times the judge's own on a reference table of the largest
     size drawn, between :data:`FLOOR` and :data:`CEILING`."""
-    return min(max(5 * _yardstick(reference, fresh), FLOOR), CEILING)
+    return allowance(_yardstick(reference, fresh), times=5, floor=FLOOR, ceiling=CEILING)
 
 
 def _yardstick(reference, fresh: bool = False) -> float:
-    """The judge's CPU seconds for a reference table of the largest size drawn: the least of five readings the
-    first time, and of every reading since (one more each time ``fresh``), since another process can only stretch
-    a reading and the least is the machine's own speed. Read in one thread whatever the caller set: a pool of
-    threads waiting for a busy core spins, and its spinning counts as CPU time (tens of times the table's own)."""
-    readings = 1 if fresh else 0
-    if not _YARDSTICK:
-        readings, _YARDSTICK[:] = 5, [math.inf]
-    threads, collecting = torch.get_num_threads(), gc.isenabled()
-    torch.set_num_threads(1)
-    gc.disable()  # a collection of the judge's heap is not the table's work
-    try:
-        for _ in range(readings):
-            began = time.process_time()
-            reference.get_positional_encoding(LONGEST, 32, 1e4)
-            _YARDSTICK[0] = min(_YARDSTICK[0], time.process_time() - began)
-    finally:
-        torch.set_num_threads(threads)
-        if collecting:
-            gc.enable()
-    return _YARDSTICK[0]
+    """The judge's CPU seconds for a reference table of the largest size drawn (the engine's Yardstick: the least
+    of five readings the first time, and of every reading since, one more each time ``fresh``)."""
+    return _YARDSTICK_READINGS.read(lambda: reference.get_positional_encoding(LONGEST, 32, 1e4), fresh)
 
 
 @graded(4, "Relative position is a fixed linear map: PE[pos+k] = M_k PE[pos], because the sine and the cosine of "

@@ -5,10 +5,8 @@ import contextlib
 import pytest
 import torch
 
-from autograder.judge.failures import StudentError
-from autograder.judge.rubric import NotChecked, graded
+from autograder.lesson_api import NotChecked, StudentError, device_of, graded
 from .support import MODULE_PARTS, Calls, Later, close, first, graded_on_its_own, needs, pair, randn, tensor
-from autograder.worker.protocol import device_of
 
 GROUP = "whole_model"  # what these check: the three files working together, not one of them
 PERMUTATION = torch.tensor([4, 2, 0, 5, 1, 3])

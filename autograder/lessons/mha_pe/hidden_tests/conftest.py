@@ -1,8 +1,8 @@
 """Fixtures of the hidden tests, for running them by hand with pytest.
 
 The judge does not use this file: it calls the tests with its own ``student``
-and ``reference`` (see :mod:`autograder.judge.hidden_suite`). By hand,
-``--submission DIR`` makes ``student`` a :class:`~autograder.judge.remote.RemoteSubmission`
+and ``reference`` (see the engine's hidden suite). By hand,
+``--submission DIR`` makes ``student`` a submission (``open_submission``)
 over one folder, in the sandbox that ``--sandbox`` selects.
 """
 
@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.lesson.assignment import load
-from autograder.lesson.reference import load_reference
+from autograder.lesson_api import load, load_reference
 
 ASSIGNMENT = Path(__file__).resolve().parent.parent  # this lesson's folder, with its descriptor
 
@@ -31,7 +30,7 @@ def reference():
 @pytest.fixture(scope="session")
 def student(request):
     """The folder given with ``--submission``, behind a sandboxed worker."""
-    from autograder.judge.grade import open_submission
+    from autograder.lesson_api import open_submission  # the judge's machinery: loaded only when a check runs
 
     folder = request.config.getoption("--submission")
     if not folder:

@@ -1,20 +1,16 @@
 """Helpers shared by the hidden tests (trusted code: runs in the judge, never in a worker)."""
 
-import ast
 import contextlib
 import functools
 import inspect
 import random
-import weakref
 import zlib
 from pathlib import Path
 
 import torch
 
-from autograder.judge.ahead import Unplanned
-from autograder.judge.failures import ForbiddenCall, ImportFailure, StudentError, SubmissionFailure, SubmissionTimeout
-from autograder.judge.rubric import NotChecked, Symptom, WrongShape, shape_symptom
-from autograder.worker.protocol import Handle, Unsupported, device_of
+from autograder.lesson_api import (Gates, Handle, StudentError, SubmissionFailure, Symptom, Unsupported, WrongShape,
+                                   shape_symptom)
 
 from ..public_checks import load_public_checks
 
@@ -463,135 +459,14 @@ PARTS = {
 # What the module is built on: each part's shapes, then its values (the lesson's, or the part runs as its stand-in).
 MODULE_PARTS = ("split_heads", "split one head", "split values", "scaled_dot_product_attention", "attention values",
                 "combine_heads", "combine values")
-_GATES = weakref.WeakKeyDictionary()  # student -> {(gate, stand-ins): None or (part, topic, reason)}, each tried once
 
 # The parts with a stand-in (the lesson's recipe, ../stand_ins.py): a check of other code that uses one of them,
-# when that part fails its own gate, is graded again with the stand-in in its place (see :func:`graded_on_its_own`).
+# when that part fails its own gate, is graded again with the stand-in in its place (see the engine's Gates).
 STAND_INS = ("get_positional_encoding", "split_heads", "combine_heads", "scaled_dot_product_attention")
-_STAND_IN_SOURCE = (Path(__file__).resolve().parent.parent / "stand_ins.py").read_text(encoding="utf-8")
+GATES = Gates(PARTS, Path(__file__).resolve().parent.parent / "stand_ins.py", STAND_INS)
+_STAND_IN_SOURCE = GATES.source
 BASE_OF_MODULE = 100.0  # a base other than the default: a module that drops its base keeps the default's table
 
-
-@functools.cache
-def recipe(name):
-    """The stand-in for ``name``, run here in the judge: what a working part gives."""
-    namespace = {"__name__": "stand_ins"}
-    exec(compile(_STAND_IN_SOURCE, "stand_ins.py", "exec"), namespace)  # noqa: S102 - the lesson's own file
-    return namespace[name]
-
-
-def broken(student, gate, standing=None):
-    """``(part, topic, reason)`` when ``gate`` fails (its part raises, returns the wrong shape, or fails the
-    gate's own test), else None; tried with stand-ins for the parts ``standing`` (by default those in use now). A forbidden API, a
-    file that does not import and a submission out of CPU time are no broken part: every check they reach fails
-    as itself, with its own words."""
-    known = _GATES.setdefault(student, {})
-    standing = tuple(sorted(getattr(student, "stand_ins", None) or () if standing is None else standing))
-    key = (gate, standing)
-    if key not in known:
-        part, topic, run = PARTS[gate]
-        alone = getattr(student, "alone", contextlib.nullcontext)
-        try:
-            with alone(), _standing(student, standing):  # a gate's own calls, never a planned call's answers
-                problem = run(student)
-            known[key] = None if problem is None else (part, *problem)
-        except (ForbiddenCall, ImportFailure, SubmissionTimeout):
-            known[key] = None
-        except AssertionError:
-            known[key] = part, topic, "returns the wrong shape (see its shape check)"
-        except SubmissionFailure as failure:  # its summary: the judge's words, the error's type and line
-            known[key] = part, topic, f"raises an error (see its own checks): {failure.summary}"
-    return known[key]
-
-
-def _standing(student, parts):
-    """The block runs with the stand-ins for ``parts`` (none: as it is)."""
-    if not parts:
-        return contextlib.nullcontext()
-    return student.standing_in({part: stand_in_source(part) for part in sorted(parts)})
-
-
-@functools.cache
-def stand_in_source(name):
-    """The source of the stand-in for ``name`` alone (the file's imports, then that function): a worker is sent
-    only the part it stands in for."""
-    tree = ast.parse(_STAND_IN_SOURCE)
-    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    function = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name)
-    return "\n".join(ast.get_source_segment(_STAND_IN_SOURCE, node) for node in (*imports, function)) + "\n"
-
-
-def graded_on_its_own(student, gates, own, check):
-    """``check()``, for a check of the functions ``own`` that needs what ``gates`` try to work.
-
-    When it fails and a gate of another function fails (a broken helper), it is graded again with that part's
-    stand-in in place of the student's (the lesson's recipe): the student's own code earns or loses its points by
-    itself, and the helper pays only in its own checks. A gate of ``own`` that fails (with those stand-ins) means
-    the check's own idea was not checked yet: :class:`~autograder.judge.rubric.NotChecked`, charged to that gate's
-    concept, and the feedback names the part to fix first. Its points are never earned unchecked, so breaking a
-    part never buys another part's points; with the stand-in the code runs as it would with a correct part, so
-    breaking one never buys anything."""
-    try:
-        return check()
-    except Exception as error:
-        if getattr(student, "planning", False):  # planning a table's calls: no gate is tried (see each_case)
-            raise
-        problems = [problem for problem in (broken(student, gate) for gate in gates) if problem]
-        others = {part for part, _, _ in problems if part not in own and part in STAND_INS}
-        if others and getattr(student, "standing_in", None) is not None:
-            with _standing(student, others):
-                try:
-                    return check()
-                except NotChecked:
-                    raise
-                except Exception as again:
-                    for gate in gates:
-                        problem = PARTS[gate][0] in own and broken(student, gate, others)
-                        if problem:
-                            raise NotChecked(*problem) from again
-                    raise
-        if problems and not isinstance(error, NotChecked):
-            raise NotChecked(*problems[0]) from error
-        raise
-
-
-def own_of(gates, own=None):
-    """The functions a check grades: ``own`` (a name or names), else the function of its last gate."""
-    if own is None:
-        return (PARTS[gates[-1]][0],)
-    return (own,) if isinstance(own, str) else tuple(own)
-
-
-@contextlib.contextmanager
-def first(student, *gates):
-    """A check whose concept needs what ``gates`` try to work, every gate its own function's: when it fails and
-    one of them fails, it is not checked (:class:`~autograder.judge.rubric.NotChecked`: charged to that gate's
-    concept, the feedback names the part to fix first). A check that uses other functions' parts calls
-    :func:`graded_on_its_own` instead, which grades it with stand-ins for them."""
-    try:
-        yield
-    except NotChecked:
-        raise
-    except Exception as error:
-        if getattr(student, "planning", False):  # planning a table's calls: no gate is tried (see each_case)
-            raise
-        for gate in gates:
-            problem = broken(student, gate)
-            if problem:
-                raise NotChecked(*problem) from error
-        raise
-
-
-def needs(*gates, own=None):
-    """Decorate a check whose concept needs what ``gates`` try to work and which grades the functions ``own``
-    (by default its last gate's): it runs under :func:`graded_on_its_own`."""
-    mine = own_of(gates, own)
-
-    def decorate(check):
-        @functools.wraps(check)  # keeps the signature pytest reads (each_case's included)
-        def run(student, *args, **kwargs):
-            return graded_on_its_own(student, gates, mine, lambda: check(student, *args, **kwargs))
-
-        return run
-
-    return decorate
+# The lesson's gates, by their old names (every check uses these): see the engine's Gates for what each does.
+broken, first, needs, recipe = GATES.broken, GATES.first, GATES.needs, GATES.recipe
+graded_on_its_own, own_of, stand_in_source = GATES.graded_on_its_own, GATES.own_of, GATES.stand_in_source
