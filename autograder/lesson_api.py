@@ -1,5 +1,5 @@
 """The one public API for lessons: what a lesson's hidden tests, conftest, hooks, public checks, stand-ins, catalogue
-tools and lesson tests may import from the kit (``from autograder.lesson_api import graded, needs, ...``).
+tools and lesson tests may import from the kit (``from autograder.lesson_api import graded, Gates, ...``).
 
 Public, and kept stable:
 
