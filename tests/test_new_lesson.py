@@ -1,8 +1,12 @@
 """A lesson written by ``new-lesson`` outside the kit's folder goes through every command unchanged: release,
-validate, grade, rubric and figures into its own folder, and a Gradescope zip that packs it and no other lesson.
-Also the author's mistakes the skeleton's pieces guard against: one-line errors, nothing half-written."""
+validate, grade (its notebook too), rubric and figures into its own folder, and a Gradescope zip that packs it and
+no other lesson. Its hidden tests import the engine through ``autograder.lesson_api`` alone, and a broken
+``center`` is charged to center alone through the engine's gate. Also the author's mistakes the skeleton's pieces
+guard against: one-line errors, nothing half-written."""
 
+import ast
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -40,22 +44,71 @@ def lesson(tmp_path_factory):
     return made
 
 
-def test_the_skeleton_validates_and_grades(lesson, tmp_path):
+@pytest.mark.slow
+def test_the_skeleton_validates(lesson):
     lines = []
     assert validate(assignment=lesson, emit=lines.append, jobs=1), "\n".join(lines)
-    assert any(line.startswith("mutation score: 1/1") for line in lines)
-    assert any(line.startswith("correct variants keeping their points: 1/1") for line in lines)
+    assert "mutation score: 3/3 bugs caught (100%)" in lines
+    assert "correct variants keeping their points: 2/2" in lines
+    # The bug in center: standardize's check waits for center, charged to center's concept (mean), never to spread.
+    assert ("  mean-over-the-wrong-dimension [mean] -5: test_center_matches_the_reference (mean), "
+            "test_center_keeps_any_shape[2x5] (mean), test_center_keeps_any_shape[2x3x5] (mean), "
+            "test_standardize_matches_the_reference (mean, waits for center)") in lines
+    # Per-case points, and the one bug the public tests (2-D inputs only) cannot see.
+    at = lines.index("points per check (6.5 in all; a parametrized check earns its points once per case):")
+    assert lines[at + 1:at + 3] == ["  test_center_keeps_any_shape: 3 cases x 0.5 = 1.5",
+                                    "  3 other check(s), one case each: 5"]
+    assert ("Caught by no public test: mean-over-dimension-one (1 of 3 bugs; a report only: students meet these "
+            "first in the hidden checks)") in lines
+
+
+def test_the_skeleton_grades_code_and_notebook_and_charges_a_broken_center_once(lesson, tmp_path):
+    """The reference (with the solved notebook) earns every automatic point and waits for its written answer in
+    formgrader; the stubs earn nothing; a bug in center loses center's points, and standardize's check is not
+    checked, charged to center's concept instead of its own."""
     class_dir = tmp_path / "class"
     copy_package(lesson.solutions, class_dir / "ada", lesson.contract.modules)
-    bug, = load_catalogue(lesson.catalogue / "bugs.toml", "bug")
+    shutil.copyfile(lesson.source_notebook(), class_dir / "ada" / lesson.notebook)
+    copy_package(lesson.release, class_dir / "sam", lesson.contract.modules)
+    shutil.copyfile(lesson.released_notebook(), class_dir / "sam" / lesson.notebook)
+    bug = next(bug for bug in load_catalogue(lesson.catalogue / "bugs.toml", "bug")
+               if bug.id == "mean-over-the-wrong-dimension")
     build(bug, class_dir / "bob", lesson)
     results = {result.student: result for result in grade_class(class_dir, tmp_path / "out", assignment=lesson,
-                                                                 emit=lambda line: None)}
-    assert results["ada"].score == results["ada"].max_score == sum(entry.points for entry in collect_rubric(
-        lesson.hidden_tests))
-    failed, = [test for test in results["bob"].tests if test.status == "failed"]
-    assert failed.cause is not None and failed.cause.kind == "wrong_value"
+                                                                 emit=lambda line: None, jobs=1)}
+    code = sum(entry.points for entry in collect_rubric(lesson.hidden_tests, lesson))
+    assert code == 6.5 and results["ada"].max_score == code + 1 + 2  # + the autograded cell and the written answer
+    ada = {test.id: test for test in results["ada"].tests}
+    assert results["ada"].score == code + 1 and ada["written::a_why_first"].status == "pending"
+    assert all(test.status == "passed" for name, test in ada.items() if name != "written::a_why_first")
+    assert results["sam"].score == 0
+    bob = {test.id: (test.status, test.cause and test.cause.kind, test.charged_to, test.blocked_by)
+           for test in results["bob"].tests if test.group in ("center", "standardize")}
+    assert bob == {"test_center_matches_the_reference": ("failed", "wrong_value", "", ""),
+                   "test_center_keeps_any_shape[5]": ("passed", None, "", ""),
+                   "test_center_keeps_any_shape[2x5]": ("failed", "wrong_value", "", ""),
+                   "test_center_keeps_any_shape[2x3x5]": ("failed", "wrong_value", "", ""),
+                   "test_a_constant_vector_becomes_zeros": ("passed", None, "", ""),
+                   "test_standardize_matches_the_reference": ("failed", "not_checked", "mean", "center")}
+    assert results["bob"].score == 1.5  # bob handed in no notebook
     assert (tmp_path / "out" / "gradebook.csv").is_file() and (tmp_path / "out" / "report.md").is_file()
+    # The written answer reaches formgrader: nbgrader's gradebook holds it, waiting for a manual grade.
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{tmp_path / 'out' / 'nbgrader' / 'gradebook.db'}") as book:
+        written = book.find_grade("a_why_first", "check_your_understanding", LESSON_ID, "ada")
+        assert (written.needs_manual_grade, written.max_score) == (True, 2.0)
+
+
+def test_the_skeletons_hidden_tests_import_the_engine_through_the_lesson_api_alone(lesson):
+    imported = set()
+    for path in lesson.hidden_tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    assert {name for name in imported if name.startswith("autograder")} == {"autograder.lesson_api"}
 
 
 def test_its_pages_go_to_its_own_folder_never_the_kits(lesson):
@@ -64,9 +117,12 @@ def test_its_pages_go_to_its_own_folder_never_the_kits(lesson):
     assert main(["rubric", "--assignment", str(lesson.folder)]) == 0
     assert kit_rubric.read_bytes() == before
     page = (lesson.folder / "rubric.md").read_text()
-    assert "center agrees with the reference" in page and "notebook" not in page.lower()  # it has none
+    assert "center agrees with the reference" in page
+    assert "| by_hand_test | 1 | automatically |" in page and "| a_why_first | 2 | by the instructor |" in page
+    assert "Code: 6.5 points. Notebook: 1 autograded + 2 written. Total: 9.5." in page
 
 
+@pytest.mark.slow
 def test_its_gradescope_zip_is_built_from_outside_the_kit_and_packs_only_this_lesson(lesson, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     archive = build_package(tmp_path / "autograder.zip", lesson)
@@ -88,7 +144,7 @@ def test_its_gradescope_zip_is_built_from_outside_the_kit_and_packs_only_this_le
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((root / "results" / "results.json").read_text())
-    assert results["score"] == sum(test["max_score"] for test in results["tests"]) == 3
+    assert results["score"] == sum(test["max_score"] for test in results["tests"]) == 6.5  # no notebook handed in
 
 
 def test_new_lesson_refuses_a_bad_id_or_a_used_folder(tmp_path, capsys):

@@ -9,7 +9,7 @@ import torch
 
 from autograder import paths
 from autograder.errors import KitError
-from autograder.lesson.catalogue import Edit, Mutant
+from autograder.lesson.catalogue import Edit, Mutant, load_catalogue
 from autograder.records.results import Cause, SubmissionResult, TestResult
 from autograder.commands.validate import (assess, charged_to, diagnosis_matrix, forbidden_naming_nothing, precision,
                                          validate)
@@ -26,6 +26,7 @@ TABLE_CHECKS = {"test_table_shape_and_dtype", "test_starts_at_position_zero", "t
                 "test_bad_sizes_raise_value_error", "test_table_is_vectorized", "test_encoding_obeys_the_shift_identity"}
 
 
+@pytest.mark.slow
 def test_validate_passes_and_prints_the_report(capsys):
     lines = []
     ok = validate(jobs=2, emit=lines.append)
@@ -52,6 +53,11 @@ def test_validate_passes_and_prints_the_report(capsys):
     mutants = re.search(r"automatic mutants: (\d+) made, (\d+) indistinguishable .*, (\d+) graded: (\d+) caught", report)
     assert mutants and int(mutants[1]) > 150 and int(mutants[3]) == int(mutants[1]) - int(mutants[2]) > 150
     assert int(mutants[4]) >= 0.98 * int(mutants[3])
+    # The bugs no public test catches are exactly those the catalogue says no public test can see (`not_public`).
+    unseen = re.search(r"^Caught by no public test: (.*) \((\d+) of (\d+) bugs;", report, re.M)
+    lesson = assignments.default()
+    said = {bug.id for bug in load_catalogue(lesson.catalogue / "bugs.toml", "bug") if bug.not_public}
+    assert unseen and set(unseen[1].split(", ")) == said and int(unseen[2]) == len(said) == 6
 
 
 def _bug(topics, concept="sqrt(d)", files=("attention.py",)):
@@ -114,6 +120,7 @@ def test_with_cuda_required_a_skipped_gpu_check_fails_the_reference():
     assert not verdict.ok and "skipped with CUDA required: test_gpu" in verdict.problem
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: make gpu-check runs for real there")
 def test_the_gpu_check_fails_clearly_without_cuda():
     with pytest.raises(KitError, match="no CUDA device"):

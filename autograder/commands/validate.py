@@ -15,6 +15,9 @@
   graded; at least :data:`~.auto_mutants.CAUGHT_GOAL` of them caught and :data:`~.auto_mutants.WITHIN_GOAL` charged
   to at most :data:`MAX_CONCEPTS` concepts, every survivor with a reason in ``catalogue/survivors.toml``;
 * with ``require_cuda`` (``make gpu-check``), CUDA is present and no GPU check was skipped.
+
+Two reports hold nothing to a goal: each parametrized check's points (earned once per case), and the bugs no public
+test catches (the lesson's public tests run against each bug, :mod:`~autograder.lesson.public_tests`).
 """
 
 import tempfile
@@ -27,6 +30,7 @@ from . import auto_mutants
 from .grading import grade_class
 from ..judge.hidden_suite import collect_rubric
 from ..lesson.catalogue import build, copy_package, distinct_ids, load_catalogue
+from ..lesson.public_tests import uncaught_by_public_tests
 from ..worker.contract import Contract, resolve_path
 
 PRECISION_GOAL = 0.95
@@ -156,6 +160,24 @@ def waiting_summary(verdicts) -> str:
             f"over all bugs; graded with a stand-in for one instead: {stood}")
 
 
+def points_per_check(entries) -> list[str]:
+    """Lines: each parametrized check's points, ``name: N cases x P = total`` (it earns its points once per
+    case), then one line for the checks of one case. ``entries``: the rubric's, in order."""
+    checks: dict[str, list[float]] = {}
+    for entry in entries:
+        checks.setdefault(entry.id.split("[", 1)[0], []).append(entry.points)
+    total = sum(sum(points) for points in checks.values())
+    lines = [f"points per check ({total:g} in all; a parametrized check earns its points once per case):"]
+    for name, points in checks.items():
+        if len(points) > 1:
+            each = f" x {points[0]:g}" if len(set(points)) == 1 else ""
+            lines.append(f"  {name}: {len(points)} cases{each} = {sum(points):g}")
+    single = [points[0] for points in checks.values() if len(points) == 1]
+    if single:
+        lines.append(f"  {len(single)} other check(s), one case each: {sum(single):g}")
+    return lines
+
+
 def _cuda_check():
     import torch
 
@@ -180,7 +202,8 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
     bugs = {bug.id: bug for bug in load_catalogue(assignment.catalogue / "bugs.toml", "bug")}
     variants = {variant.id: variant for variant in load_catalogue(assignment.catalogue / "variants.toml", "variant")}
     distinct_ids(list(bugs.values()), list(variants.values()), taken=("reference", "stubs"))
-    topics = {entry.id: entry.topic for entry in collect_rubric(assignment.hidden_tests)}  # one line if broken
+    entries = collect_rubric(assignment.hidden_tests, assignment)  # one line if broken
+    topics = {entry.id: entry.topic for entry in entries}
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         class_dir = Path(tmp) / "class"
         copy_package(assignment.solutions, class_dir / "reference", modules)
@@ -219,6 +242,11 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
     emit(f"diagnosis precision: {on}/{total} failing tests on their bug's concepts ({100 * share:.1f}%, "
          f"goal {100 * PRECISION_GOAL:.0f}%)")
     emit(waiting_summary(verdicts))
+    for line in points_per_check(entries):
+        emit(line)
+    unseen = uncaught_by_public_tests(assignment, list(bugs.values()), jobs)
+    emit(f"Caught by no public test: {', '.join(unseen) or 'none'} ({len(unseen)} of {len(bugs)} bugs; "
+         "a report only: students meet these first in the hidden checks)")
     penalized = [v for v in verdicts if v.kind == "variant" and not v.ok]
     emit(f"correct variants keeping their points: {len(variants) - len(penalized)}/{len(variants)}")
     for verdict in penalized:

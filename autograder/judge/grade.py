@@ -128,8 +128,8 @@ class Judge:
 
     def __init__(self, assignment: Assignment) -> None:
         self.assignment = assignment
-        self.suite = HiddenSuite.collect(assignment.hidden_tests)
         self.reference = load_reference(assignment)
+        self.suite = HiddenSuite.collect(assignment.hidden_tests, self.reference, assignment.contract)
         self.plans = Plans()  # each check's calls sent ahead, planned at the first submission only
 
     def run_hidden_tests(self, submission: RemoteSubmission

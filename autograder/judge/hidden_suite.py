@@ -14,6 +14,7 @@ pytest's ``CallInfo`` does.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
 import io
@@ -27,12 +28,18 @@ from typing import Any, Literal
 import pytest
 
 from ..errors import KitError
+from .remote import RemoteObject
 from .rubric import RubricEntry, rubric_entry
+from ..worker.contract import Contract
 
 FIXTURES = ("student", "reference")  # all the judge provides; a hidden test asking for more is a grader problem
 # Marks the judge honours; others (skip, xfail, usefixtures) would be silently ignored, so they are refused.
 MARKS = {"graded", "parametrize", "hypothesis"}
 AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+# What a hidden test may do with a student object besides calling it (its forward): the proxy's own methods. Any
+# other attribute (``model.encode(x)``, ``model.weight``) would fail each student as a crashed check.
+PROXY_METHODS = tuple(sorted(name for name in vars(RemoteObject) if not name.startswith("_")))
+PROXY_MAKERS = ("child", "to")  # proxy methods whose answer is a student object again
 
 
 @dataclass(frozen=True)
@@ -129,9 +136,14 @@ class HiddenSuite:
         self.cases, self.problems = tuple(cases), tuple(problems)
 
     @classmethod
-    def collect(cls, hidden_dir: Path) -> HiddenSuite:
-        """Collect (import, never run) the hidden tests in ``hidden_dir``."""
+    def collect(cls, hidden_dir: Path, reference: Any = None, contract: Contract | None = None) -> HiddenSuite:
+        """Collect (import, never run) the hidden tests in ``hidden_dir``. With the lesson's ``contract``, each of
+        its classes must be an ``nn.Module`` with a forward in ``reference``; no test may read a student object's
+        attribute the judge cannot reach. Either is a problem of the suite, found here, once."""
         collector = _Collector()
+        classes = contract.classes if contract is not None else frozenset()
+        collector.problems += class_problems(reference, contract) if reference is not None and contract else []
+        collector.problems += proxy_problems(hidden_dir, classes)
         sink = io.StringIO()
         before = set(sys.modules)
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
@@ -206,11 +218,82 @@ def _calls_ahead(function: Callable[..., Any], kwargs: dict[str, Any]) -> Iterat
         yield
 
 
-def collect_rubric(hidden_dir: Path) -> list[RubricEntry]:
+def collect_rubric(hidden_dir: Path, assignment: Any = None) -> list[RubricEntry]:
     """The rubric entries of every hidden test, in order, without running any of them; a one-line KitError when
-    any cannot be collected."""
-    suite = HiddenSuite.collect(hidden_dir)
+    any cannot be collected. With the ``assignment`` (an Assignment), its classes are checked too (see
+    :meth:`HiddenSuite.collect`)."""
+    if assignment is None:
+        suite = HiddenSuite.collect(hidden_dir)
+    else:
+        from ..lesson.reference import load_reference
+
+        suite = HiddenSuite.collect(hidden_dir, load_reference(assignment), assignment.contract)
     if suite.problems:
         raise KitError(f"the hidden tests in {hidden_dir} could not all be collected: {suite.problems[0]}"
                        + (f" (and {len(suite.problems) - 1} more)" if len(suite.problems) > 1 else ""))
     return suite.entries
+
+
+def class_problems(reference: Any, contract: Contract) -> list[str]:
+    """The contract's classes that are no ``torch.nn.Module`` with a forward of its own in ``reference`` (the
+    package; each read from its own file): the worker builds a student's instance and calls only its ``forward``,
+    so such a class would fail every student (as a device or value problem) instead of this one line."""
+    import importlib
+
+    import torch
+
+    problems = []
+    for name in sorted(contract.classes):
+        try:
+            module = importlib.import_module(f"{reference.__name__}.{contract.names[name]}")
+        except ImportError:
+            module = reference
+        made = getattr(module, name, None)
+        if not (isinstance(made, type) and issubclass(made, torch.nn.Module)
+                and made.forward is not torch.nn.Module.forward):
+            problems.append(f"class {name} (the descriptor's classes) is not a torch.nn.Module with its own forward "
+                            "in the reference: the judge calls a student object's forward only (docs/authoring.md)")
+    return problems
+
+
+def proxy_problems(hidden_dir: Path, classes: frozenset[str] | tuple[str, ...] = ()) -> list[str]:
+    """Uses of a student object's attribute the proxy lacks, in every module of ``hidden_dir``: a name bound to
+    ``student.new(...)``, ``student.<class>(...)`` (a name in ``classes``, or capitalised when none are known),
+    or a proxy's ``child``/``to``, then read as ``name.other``. Read from the source (trusted), per function."""
+    problems = []
+    for path in sorted(Path(hidden_dir).rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue  # pytest reports it, with its own line
+        for function in (node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node, name in _proxy_attributes(function, classes):  # a nested function is walked twice: once said
+                problems.append(f"{path.name} line {node.lineno} uses {name} on a student object: its proxy is "
+                                f"called for forward (obj(...)) and offers only {', '.join(PROXY_METHODS)} "
+                                "(docs/authoring.md, The student object)")
+    return list(dict.fromkeys(problems))
+
+
+def _proxy_attributes(function: ast.AST, classes: frozenset[str] | tuple[str, ...]) -> Iterator[tuple[ast.AST, str]]:
+    """``(node, "obj.name")`` for each attribute outside :data:`PROXY_METHODS` read on a student object."""
+    proxies: set[str] = set()
+
+    def is_proxy(node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in proxies
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            return False
+        owner, attribute = node.func.value, node.func.attr
+        if isinstance(owner, ast.Name) and owner.id == "student":
+            return attribute == "new" or (attribute in classes if classes else attribute[:1].isupper())
+        return attribute in PROXY_MAKERS and is_proxy(owner)
+
+    # In source order, so a name is a proxy after the line that binds it (a later rebinding to other data ends it).
+    for node in sorted((node for node in ast.walk(function) if hasattr(node, "lineno")),
+                       key=lambda node: ((node.end_lineno, 1, 0) if isinstance(node, ast.Assign)
+                                         else (node.lineno, 0, node.col_offset))):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            (proxies.add if is_proxy(node.value) else proxies.discard)(node.targets[0].id)
+        elif isinstance(node, ast.Attribute) and node.attr not in PROXY_METHODS and not node.attr.startswith("__") \
+                and is_proxy(node.value):
+            yield node, ast.unparse(node)[:80]

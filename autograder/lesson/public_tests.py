@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
@@ -109,6 +110,35 @@ def run_public_tests_many(package_parents: list[str | Path], assignment: Assignm
             code = json.loads((Path(tmp) / f"{index}.code").read_text())
             runs[folder] = PublicRun(outcomes=outcomes, exit_code=code, messages=messages)
     return runs
+
+
+def uncaught_by_public_tests(assignment: Assignment, bugs: list, jobs: int = 1) -> list[str]:
+    """The ids of ``bugs`` (catalogue entries) that no public test catches: every public test (the lesson's, in its
+    solutions' ``tests``) that passes on the reference passes on the bug too. ``jobs`` child processes share them
+    (:func:`run_public_tests_many`: a pytest session per bug); the bugs are the instructor's own, so no sandbox."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .catalogue import build
+
+    if not bugs:
+        return []
+    tests_dir = assignment.solutions / "tests"
+    with tempfile.TemporaryDirectory(prefix="public-") as tmp:
+        folders = {"": assignment.solutions.parent}  # the reference: the folder holding the package
+        for bug in bugs:
+            package = build(bug, Path(tmp) / bug.id / assignment.id, assignment)
+            for extra in assignment.solutions.glob("*.py"):  # __init__.py and any file that is no student's
+                if extra.stem not in assignment.contract.modules:
+                    shutil.copyfile(extra, package / extra.name)
+            folders[bug.id] = Path(tmp) / bug.id
+        shares = [share for share in (list(folders.values())[start::max(jobs, 1)] for start in range(max(jobs, 1)))
+                  if share]
+        with ThreadPoolExecutor(len(shares)) as pool:  # each thread waits on its own child process
+            done = list(pool.map(lambda share: run_public_tests_many(share, assignment, tests_dir=tests_dir), shares))
+    runs = {key: run for share in done for key, run in share.items()}
+    runs = {name: runs[str(Path(folder).resolve())] for name, folder in folders.items()}
+    passing = {test for test, outcome in runs[""].outcomes.items() if outcome == "passed"}
+    return [bug.id for bug in bugs if all(runs[bug.id].outcomes.get(test) == "passed" for test in passing)]
 
 
 def _run_in_turn(spec_path):
