@@ -269,9 +269,12 @@ def test_within_cpu_measures_again_with_new_arguments_until_one_fits():
         within_cpu(Measured([0.5, 0.5]), "table", lambda attempt: (), lambda fresh: 0.1, tries=2)
 
 
-def test_cpu_of_call_measures_an_objects_method_alone_on_its_worker():
+def test_cpu_of_call_measures_an_objects_forward_alone_on_its_worker():
+    """The real proxy of a student object (judge/remote.py's RemoteObject) over a stand-in submission."""
     import contextlib
+    from types import SimpleNamespace
 
+    from autograder.judge.remote import RemoteObject
     from autograder.lesson_api import cpu_of_call
 
     class Worker:
@@ -281,6 +284,8 @@ def test_cpu_of_call_measures_an_objects_method_alone_on_its_worker():
             return self.cpu
 
     class Submission:
+        generation = 0
+
         def __init__(self):
             self.worker, self.asked, self.alone_now = Worker(), [], False
 
@@ -294,22 +299,16 @@ def test_cpu_of_call_measures_an_objects_method_alone_on_its_worker():
             yield
             self.alone_now = False
 
-    class Proxy:  # an object a student's class made, as the judge holds it
-        def __init__(self):
-            self._submission, self._name = Submission(), "Model"
+        def request(self, name, label, message):
+            assert self.alone_now and label == "Model.forward"
+            self.worker.cpu += 0.25
+            return 6
 
-        def __call__(self, x):
-            assert self._submission.alone_now
-            self._submission.worker.cpu += 0.25
-            return x * 2
-
-        def step(self, x):
-            self._submission.worker.cpu += 0.5
-            return x + 1
-
-    model = Proxy()
+    model = RemoteObject(Submission(), SimpleNamespace(id=1), "Model", 0)
     assert cpu_of_call(model, "forward", 3) == (6, 0.25)
-    assert cpu_of_call(model, "step", 3) == (4, 0.5)
+    assert cpu_of_call(model, "__call__", 3) == (6, 0.25)
     assert model._submission.asked == ["Model"] * 4
-    with pytest.raises(TypeError, match="no CPU time can be measured for int"):
+    with pytest.raises(TypeError, match="no CPU time can be measured for RemoteObject.step"):
+        cpu_of_call(model, "step", 3)
+    with pytest.raises(TypeError, match="no CPU time can be measured for int.forward"):
         cpu_of_call(3, "forward")

@@ -55,19 +55,15 @@ class Yardstick:
 
 def cpu_of_call(target, name: str, *args, **kwargs) -> tuple[object, float]:
     """``(value, CPU seconds of the worker)`` of ``target.name(*args, **kwargs)``: ``target`` is the student (a
-    contract function ``name``) or an object the student's class made (its method ``name``; ``"forward"`` or
-    ``"__call__"``: the object called). Measured alone: never answered from a batch of calls made ahead."""
+    contract function ``name``) or an object the student's class made (``"forward"`` or ``"__call__"``: the object
+    called; the worker answers no other method). Measured alone: never answered from a batch of calls made ahead."""
+    if name in ("forward", "__call__") and hasattr(target, "cpu_of_forward"):  # an object of the student's class
+        return target.cpu_of_forward(*args, **kwargs)
     measured = getattr(target, "cpu_of_call", None)
-    if measured is not None:  # the submission: a function of the contract
-        return measured(name, *args, **kwargs)
-    submission = getattr(target, "_submission", None)
-    if submission is None:
-        raise TypeError(f"no CPU time can be measured for {type(target).__name__}")
-    call = target if name in ("forward", "__call__") else getattr(target, name)
-    before = submission._worker(target._name).precise_cpu()
-    with submission.alone():
-        value = call(*args, **kwargs)
-    return value, max(submission._worker(target._name).precise_cpu() - before, 0.0)
+    if measured is None:
+        raise TypeError(f"no CPU time can be measured for {type(target).__name__}.{name}: a contract function of "
+                        "the student, or a student object's forward")
+    return measured(name, *args, **kwargs)
 
 
 def within_cpu(target, name: str, arguments: Callable[[int], tuple], limit: Callable[[bool], float], *,

@@ -57,6 +57,14 @@ class RemoteObject:
     def __call__(self, *args, device=None, **kwargs):
         return self._send(f"{self._name}.forward", ahead.forward_message(self._handle.id, args, kwargs, device=device))
 
+    def cpu_of_forward(self, *args, **kwargs):
+        """``(value, cpu seconds)``: a forward measured as :meth:`RemoteSubmission.cpu_of_call` measures a call
+        (the worker's whole process tree, read by the judge before and after; asked alone, never from a batch)."""
+        before = self._submission._worker(self._name).precise_cpu()
+        with self._submission.alone():
+            value = self(*args, **kwargs)
+        return value, max(self._submission._worker(self._name).precise_cpu() - before, 0.0)
+
     def call_seeded(self, seed, *args, **kwargs):
         """Forward with the worker's random generators seeded with ``seed`` (an int) instead of the usual seed:
         two seeds give two outputs exactly when the forward draws random numbers."""
