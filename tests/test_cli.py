@@ -71,6 +71,7 @@ def test_benchmark_baseline_is_the_same_encoding(reference):
     assert torch.allclose(baseline, reference.get_positional_encoding(30, 16), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_benchmark_reports_every_ratio_with_its_goal():
     lines = []
     results = run_bench(LESSON, repeats=1, emit=lines.append, class_size=2, notebooks=1)
@@ -98,6 +99,7 @@ def test_the_bench_times_more_judges_only_where_the_cores_are():
     assert jobs_to_measure(2) == [1, 2] and jobs_to_measure(4) == [1, 2, 4] and jobs_to_measure(16) == [1, 2, 4, 8]
 
 
+@pytest.mark.slow
 def test_the_demo_grades_code_and_notebooks_together_and_succeeds(tmp_path):
     """`make demo`: the sample class, notebooks included, graded in one run; exit 0 when the reference earns every
     point graded automatically (its written answers wait for formgrader)."""

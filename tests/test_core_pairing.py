@@ -70,6 +70,7 @@ def test_a_worker_joins_its_judges_core_before_its_first_request():
             student.close()
 
 
+@pytest.mark.slow
 def test_grading_at_jobs_1_places_the_judge_and_every_worker_on_one_core(tmp_path, monkeypatch):
     cores = _two_cores()
     placed, place = [], core_pairing.place

@@ -14,6 +14,8 @@ from autograder.commands.merge import merge
 from autograder.lesson.catalogue import build, copy_package, load_catalogue
 from lesson import CATALOGUE, LESSON, MODULES, SOLUTIONS
 
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
+
 # Bugs whose checks once moved with load or chance: the loop-free check (load), the gradient checks (unseeded
 # weights), and a spread of the others (each concept family once).
 BUGS = ("pe-exponent-uses-pair-index", "mha-values-detached", "mha-no-output-projection",

@@ -27,6 +27,8 @@ from autograder.sandbox.isolation import choose_sandbox
 from lesson import CATALOGUE, LESSON, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
 from test_hostile import _without_bubblewrap
 
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
+
 STUDENTS = ("bug", "forger", "reference", "stubs")
 
 

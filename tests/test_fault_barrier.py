@@ -77,6 +77,7 @@ def baseline(tmp_path_factory):
     return grade(root / "class", root / "out", skip_notebook=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_lone_surrogate_in_a_message_is_replaced_and_the_class_finishes(tmp_path, baseline, jobs):
     class_dir = tmp_path / "class"
@@ -115,6 +116,7 @@ def gradescope_tree(tmp_path_factory):
     return root / "autograder"
 
 
+@pytest.mark.slow
 def test_run_autograder_grades_a_surrogate_message_and_writes_results_json(gradescope_tree, baseline):
     root = gradescope_tree
     raising(root / "submission", SURROGATE_MESSAGE)
@@ -129,6 +131,7 @@ def test_run_autograder_grades_a_surrogate_message_and_writes_results_json(grade
     assert outcomes(result) == outcomes(baseline["raises"])
 
 
+@pytest.mark.slow
 def test_a_gradescope_run_whose_grading_raises_still_writes_a_failed_results_json(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("the grader's own bug")
@@ -143,6 +146,7 @@ def test_a_gradescope_run_whose_grading_raises_still_writes_a_failed_results_jso
     assert "the grader's own bug" not in json.dumps(written), "an exception's message stays out of the record"
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_printed_by_a_notebook_costs_nothing(tmp_path):
     class_dir = tmp_path / "class"
     for student, apply_code in (("quiet", SOLVED_CODE["apply_code"]),
@@ -167,6 +171,7 @@ def test_a_lone_surrogate_printed_by_a_notebook_costs_nothing(tmp_path):
     assert "x \ufffd y" in executed.read_text(encoding="utf-8"), "the executed notebook formgrader shows"
 
 
+@pytest.mark.slow
 def test_a_folder_named_in_latin_1_is_graded_under_an_escaped_id(tmp_path):
     class_dir = tmp_path / "class"
     copy_package(SOLUTIONS, class_dir / "alice", MODULES)
@@ -219,6 +224,7 @@ def test_an_escaped_id_is_one_no_other_folder_name_can_have():
     assert len({safe_name(student) for student in ids}) == len(ids), "and so are their files"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_grader_exception_writing_one_student_becomes_their_record(tmp_path, monkeypatch, jobs):
     class_dir = tmp_path / "class"

@@ -71,12 +71,14 @@ def full(result, group):
     return score == top > 0
 
 
+@pytest.mark.slow
 def test_reference_gets_full_marks_and_stubs_zero(graded):
     results, _, _ = graded
     assert results["reference"].score == results["reference"].max_score >= 100
     assert results["stubs"].score == 0
 
 
+@pytest.mark.slow
 def test_a_syntax_error_costs_only_the_parts_that_depend_on_the_file(graded):
     result = graded[0]["syntax-error"]
     assert full(result, "positional_encoding")
@@ -85,6 +87,7 @@ def test_a_syntax_error_costs_only_the_parts_that_depend_on_the_file(graded):
     assert all("heads.py could not be imported: SyntaxError (heads.py:1)" in output for output in failed)
 
 
+@pytest.mark.slow
 def test_a_missing_file_costs_only_its_parts(graded):
     result = graded[0]["missing-attention"]
     assert full(result, "positional_encoding") and full(result, "heads")
@@ -92,6 +95,7 @@ def test_a_missing_file_costs_only_its_parts(graded):
     assert any("attention.py is missing from the submission" in test.output for test in result.tests)
 
 
+@pytest.mark.slow
 def test_a_crashing_call_fails_only_the_tests_that_reach_it(graded):
     result = graded[0]["crash-in-split"]
     assert full(result, "positional_encoding")
@@ -102,6 +106,7 @@ def test_a_crashing_call_fails_only_the_tests_that_reach_it(graded):
     assert combine[0].status == "passed", "combine_heads does not call split_heads, so it keeps its points"
 
 
+@pytest.mark.slow
 def test_a_hanging_encoding_keeps_the_heads_and_attention_points(graded):
     result = graded[0]["hang-in-encoding"]
     assert full(result, "heads") and full(result, "attention")
@@ -109,11 +114,13 @@ def test_a_hanging_encoding_keeps_the_heads_and_attention_points(graded):
     assert any("used more than 4 s of CPU time" in test.output for test in result.tests)
 
 
+@pytest.mark.slow
 def test_a_student_repository_layout_is_found(graded):
     result = graded[0]["as-a-repository"]
     assert result.score == result.max_score
 
 
+@pytest.mark.slow
 def test_odd_student_ids_are_kept_exactly_and_files_are_safe(graded):
     results, out, _ = graded
     for student in ODD_IDS:
@@ -127,6 +134,7 @@ def test_odd_student_ids_are_kept_exactly_and_files_are_safe(graded):
     assert set(ODD_IDS) <= set(rows)  # as written, once the leading ' that keeps "-dash" from being a formula is off
 
 
+@pytest.mark.slow
 def test_results_are_gradescope_records(graded):
     _, out, _ = graded
     data = json.loads(result_path(out, "reference").read_text())
@@ -141,6 +149,7 @@ def test_results_are_gradescope_records(graded):
     assert data["score"] == sum(test["score"] for test in data["tests"])
 
 
+@pytest.mark.slow
 def test_gradebook_has_a_column_per_group(graded):
     results, out, _ = graded
     with open(out / "gradebook.csv", newline="", encoding="utf-8") as handle:
@@ -154,6 +163,7 @@ def test_gradebook_has_a_column_per_group(graded):
         assert total == pytest.approx(float(row["score"]))
 
 
+@pytest.mark.slow
 def test_reports_exist_with_pictures(graded):
     _, out, _ = graded
     report = (out / "report.md").read_text()
@@ -163,6 +173,7 @@ def test_reports_exist_with_pictures(graded):
     assert "hang-in-encoding" in report, "students whose grading needed restarts are listed for a look"
 
 
+@pytest.mark.slow
 def test_feedback_names_concepts_never_hidden_test_code_or_values(graded):
     results, out, _ = graded
     hidden_sources = [path.read_text() for path in LESSON.hidden_tests.glob("*.py")]
@@ -179,11 +190,13 @@ def test_feedback_names_concepts_never_hidden_test_code_or_values(graded):
     assert "NotImplementedError" in stub_feedback
 
 
+@pytest.mark.slow
 def test_nothing_half_written_is_left(graded):
     _, out, _ = graded
     assert not [path for path in out.rglob("*") if path.name.startswith(".tmp-")]
 
 
+@pytest.mark.slow
 def test_resume_skips_unchanged_students_and_regrades_changed_ones(graded, tmp_path):
     class_dir = tmp_path / "class"
     copy_package(REFERENCE, class_dir / "alice", MODULES)
@@ -212,6 +225,7 @@ def test_class_folder_errors_are_clear(tmp_path):
         discover(tmp_path / "file")
 
 
+@pytest.mark.slow
 def test_cli_reports_a_missing_class_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "none"), "--out",
                            str(tmp_path / "out")], capture_output=True, text=True, cwd=paths.REPO_ROOT)
@@ -219,6 +233,7 @@ def test_cli_reports_a_missing_class_in_one_line(tmp_path):
     assert done.stderr.strip().count("\n") == 0 and "class folder not found" in done.stderr
 
 
+@pytest.mark.slow
 def test_single_job_through_the_cli_and_the_sandbox_flag(tmp_path):
     class_dir = tmp_path / "class"
     copy_package(REFERENCE, class_dir / "alice", MODULES)
@@ -352,6 +367,7 @@ def test_a_closed_worker_is_killed_while_the_judge_goes_on_and_an_unconfirmed_ki
     fresh.close()
 
 
+@pytest.mark.slow
 def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, monkeypatch):
     """Reading or writing one student's files can fail (a disk error, a full quota): the class goes on."""
     import errno
@@ -394,6 +410,7 @@ def test_a_file_system_error_with_one_student_costs_that_student_only(tmp_path, 
     assert (tmp_path / "out" / "gradebook.csv").exists()
 
 
+@pytest.mark.slow
 def test_each_students_feedback_is_there_as_soon_as_they_are_graded(tmp_path):
     """The run's end writes the class's reports; each student's own feedback is written as they are done (the
     progress line says a student is done once their feedback is there), and it is the same as the end would write."""

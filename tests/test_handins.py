@@ -222,6 +222,7 @@ def term(tmp_path_factory):
             "lines": lines, "class": class_dir, "roster": load_roster(roster), "deadlines": deadlines}
 
 
+@pytest.mark.slow
 def test_every_roster_student_has_one_record_and_the_odd_ones_are_flagged(term):
     results = term["results"]
     assert sorted(results) == ["ada", "ext", "late", "missing", "stubs-only", "two"]  # 'ada (1)' not graded twice
@@ -234,6 +235,7 @@ def test_every_roster_student_has_one_record_and_the_odd_ones_are_flagged(term):
         "ada": top, "ext": top, "late": round(top * 0.8, 6), "missing": 0, "stubs-only": 0, "two": top}
 
 
+@pytest.mark.slow
 def test_each_record_keeps_the_commit_graded_and_its_lateness(term):
     results, shas = term["results"], term["shas"]
     assert {student: results[student].handin.commit.sha for student in shas} == shas
@@ -246,6 +248,7 @@ def test_each_record_keeps_the_commit_graded_and_its_lateness(term):
     assert load(term["out"] / "results" / "late.json").handin == late.handin
 
 
+@pytest.mark.slow
 def test_the_gradebook_and_feedback_show_the_commit_and_the_penalty(term):
     out, late = term["out"], term["results"]["late"]
     row = next(line for line in (out / "gradebook.csv").read_text().splitlines() if line.startswith("late,"))
@@ -256,6 +259,7 @@ def test_the_gradebook_and_feedback_show_the_commit_and_the_penalty(term):
     assert "No submission was found" in render(term["results"]["missing"])
 
 
+@pytest.mark.slow
 def test_regrading_one_student_keeps_everyone_else(term):
     before = {path.name: path.read_bytes() for path in (term["out"] / "results").iterdir()}
     lines = []
@@ -268,6 +272,7 @@ def test_regrading_one_student_keeps_everyone_else(term):
         grade_class(term["class"], term["out"], skip_notebook=True, roster=term["roster"], regrade=["nobody"])
 
 
+@pytest.mark.slow
 def test_without_a_roster_look_alike_folders_are_both_graded_and_flagged(tmp_path):
     class_dir = tmp_path / "class"
     for name in ("jdoe", "jdoe (1)"):
@@ -282,6 +287,7 @@ def test_without_a_roster_look_alike_folders_are_both_graded_and_flagged(tmp_pat
         "an id that looks like another's: 'jdoe (1)': the same student?"]
 
 
+@pytest.mark.slow
 def test_a_grader_error_on_one_repository_is_that_students_record_and_the_class_goes_on(tmp_path, monkeypatch):
     class_dir = tmp_path / "class"
     clone_with(class_dir / "ada", SOLUTIONS, "2026-12-01T10:00:00+00:00")

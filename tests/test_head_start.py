@@ -63,6 +63,7 @@ def test_a_head_start_in_another_sandbox_is_ended_unused():
     assert zygote.process.poll() is not None, "ended with the run when no judge took it"
 
 
+@pytest.mark.slow
 def test_a_run_grades_with_the_zygote_it_started_ahead_and_no_worker_before_the_check(tmp_path, monkeypatch):
     _forking_sandbox()
     events = []
@@ -90,6 +91,7 @@ def test_a_run_grades_with_the_zygote_it_started_ahead_and_no_worker_before_the_
             assert events.count("worker") >= 3
 
 
+@pytest.mark.slow
 def test_when_the_check_picks_another_sandbox_the_head_start_is_ended_before_grading(tmp_path, monkeypatch):
     _forking_sandbox()
     ahead, zygotes = [], []

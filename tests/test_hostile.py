@@ -537,6 +537,7 @@ IN_OWN_NAMESPACE = """    own = dict(globals())
 """
 
 
+@pytest.mark.slow
 def test_every_attack_was_graded(attacked):
     assert set(attacked["attacks"]) | {entry.id for entry in attacked["cheats"]} \
         | {"control", "classmate-repo", "kernel-by-computed-name", "flex-by-computed-import",
@@ -544,6 +545,7 @@ def test_every_attack_was_graded(attacked):
            "kernel-in-a-sibling-by-computed-name", "kernel-from-a-class-table"} == set(attacked["results"])
 
 
+@pytest.mark.slow
 def test_a_worker_vouching_for_itself_earns_nothing(attacked):
     """Layers, buffers, gradients and head sizes are data the judge checks by recomputing, never the worker's word."""
     forged = [entry.id for entry in CATALOGUED if entry.base == "stubs"]
@@ -553,6 +555,7 @@ def test_a_worker_vouching_for_itself_earns_nothing(attacked):
     assert "nothing behind the claims" in messages, "the forged session was never in force: the test proves nothing"
 
 
+@pytest.mark.slow
 def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):
     """Fresh arguments for every timed call (no cache answers them), each timed table checked: a cached loop and a
     loop that answers large sizes instantly with a wrong table both lose the vectorization check."""
@@ -562,6 +565,7 @@ def test_speed_cheats_lose_the_speed_check_and_nothing_else(attacked):
         assert failed == set(entry.catches), entry.id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("student, api", [
     ("kernel-by-computed-name", "torch._scaled_dot_product_attention_math"),
     ("flex-by-computed-import", "torch.nn.attention.flex_attention.flex_attention"),
@@ -582,6 +586,7 @@ def test_a_forbidden_api_reached_by_a_computed_name_is_charged_to_it(attacked, s
     assert 0 < result.score < result.max_score
 
 
+@pytest.mark.slow
 def test_a_file_the_scans_cannot_read_never_reaches_the_worker(attacked):
     """The bomb's file is refused at intake: the attention it holds (with a forbidden call) earns nothing, and
     the student's other files are graded as ever."""
@@ -594,12 +599,14 @@ def test_a_file_the_scans_cannot_read_never_reaches_the_worker(attacked):
     assert by_group["heads"] and all(test.status == "passed" for test in by_group["heads"])
 
 
+@pytest.mark.slow
 def test_no_attack_forges_a_single_point(attacked):
     forged = {student: attacked["results"][student].score for student in attacked["attacks"]
               if attacked["results"][student].score != 0 and student != "tensor-subclass"}
     assert forged == {}
 
 
+@pytest.mark.slow
 def test_a_lying_tensor_subclass_arrives_as_plain_zeros(attacked):
     """Its zeros have the right shape (that check passes, honestly); no value check believes its claims."""
     result = attacked["results"]["tensor-subclass"]
@@ -608,6 +615,7 @@ def test_a_lying_tensor_subclass_arrives_as_plain_zeros(attacked):
     assert not any("TypeError" in test.happened for test in result.tests)
 
 
+@pytest.mark.slow
 def test_the_honest_students_beside_them_keep_full_marks(attacked):
     for honest in ("control", "classmate-repo"):
         result = attacked["results"][honest]
@@ -615,20 +623,24 @@ def test_the_honest_students_beside_them_keep_full_marks(attacked):
         assert load(result_path(attacked["out"], honest)).score == result.max_score
 
 
+@pytest.mark.slow
 def test_no_file_outside_the_worker_changed(attacked):
     assert attacked["changed"] == set()
     assert attacked["canary"].read_text() == "untouched"
 
 
+@pytest.mark.slow
 def test_results_on_disk_are_the_judges(attacked):
     for student, result in attacked["results"].items():
         assert load(result_path(attacked["out"], student)) == result
 
 
+@pytest.mark.slow
 def test_nothing_the_attacks_started_is_still_running(attacked):
     assert _alive_with(TOKEN) == []
 
 
+@pytest.mark.slow
 def test_no_secret_and_no_hidden_test_in_any_output(attacked):
     hidden = (LESSON.hidden_tests / "check_heads.py").read_text()
     solution = (SOLUTIONS / "heads.py").read_text()
@@ -640,21 +652,25 @@ def test_no_secret_and_no_hidden_test_in_any_output(attacked):
                 assert probe not in text, f"{probe[:30]!r} leaked into {path.name}"
 
 
+@pytest.mark.slow
 def test_the_network_is_unreachable(attacked):
     assert attacked["listener"].connections == 0
 
 
+@pytest.mark.slow
 def test_output_floods_are_capped(attacked):
     output = attacked["results"]["flood-stdout"].extra.get("student_output", "")
     assert len(output) < 3 * Limits().output_bytes and "not kept" in output
 
 
+@pytest.mark.slow
 def test_fake_summaries_stay_student_output(attacked):
     result = attacked["results"]["fake-summary"]
     assert "111 passed" in result.extra.get("student_output", "")
     assert result.score == 0
 
 
+@pytest.mark.slow
 def test_stdin_is_closed_not_waited_on(attacked):
     result = attacked["results"]["read-stdin"]
     assert "stdin gave ''" in result.extra.get("student_output", "")
@@ -665,6 +681,7 @@ def _line(output, label):
     return output.split(label + " ", 1)[1].splitlines()[0]
 
 
+@pytest.mark.slow
 def test_a_worker_sees_only_its_own_files_and_no_other_process(attacked):
     output = attacked["results"]["look-around"].extra.get("student_output", "")
     writable = re.findall(r"'([^']+)'", _line(output, "WRITABLE"))
@@ -683,11 +700,13 @@ def test_a_worker_sees_only_its_own_files_and_no_other_process(attacked):
     assert "/tmp" in writable and set(writable) <= {"/tmp", "/dev/shm"}, writable
 
 
+@pytest.mark.slow
 def test_a_symlinked_file_is_not_followed(attacked):
     result = attacked["results"]["symlink-to-solutions"]
     assert any("heads.py was not used: it is a symbolic link" in note for note in result.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("student, note", [
     ("link-assignments-to-solutions", "assignments is a symbolic link"),
     ("link-to-classmate", "assignments is a symbolic link"),
@@ -699,6 +718,7 @@ def test_links_and_special_files_are_refused_with_a_note(attacked, student, note
     assert result.score == 0 and any(note in line for line in result.notes), result.notes
 
 
+@pytest.mark.slow
 def test_odd_ids_are_graded_and_escaped_in_every_report(attacked):
     out = attacked["out"]
     for student in ODD_IDS:
@@ -721,6 +741,7 @@ def _everything_a_student_sees(result, out):
     return "\n".join([feedback, result.output, *shown])
 
 
+@pytest.mark.slow
 def test_malformed_replies_fail_their_tests_and_are_never_the_graders_problem(attacked):
     result = attacked["results"]["malformed-replies"]
     assert result.score == 0
@@ -730,6 +751,7 @@ def test_malformed_replies_fail_their_tests_and_are_never_the_graders_problem(at
     assert "FORGED-TEXT" not in json.dumps(result.to_json())
 
 
+@pytest.mark.slow
 def test_megabyte_messages_are_cut_before_they_are_kept(attacked):
     path = result_path(attacked["out"], "megabyte-messages")
     assert path.stat().st_size < 200_000
@@ -737,11 +759,13 @@ def test_megabyte_messages_are_cut_before_they_are_kept(attacked):
     assert all(len(text) <= 400 for text in result.extra.get("student_messages", {}).values())
 
 
+@pytest.mark.slow
 def test_a_worker_that_stops_reading_is_a_timeout_not_a_hang(attacked):
     result = attacked["results"]["stop-reading"]
     assert result.score == 0 and any("time limit" in note for note in result.notes), result.notes
 
 
+@pytest.mark.slow
 def test_echoed_hidden_inputs_reach_the_instructor_only(attacked):
     result = attacked["results"]["echo-inputs"]
     assert "ECHO" not in _everything_a_student_sees(result, attacked["out"])
@@ -838,6 +862,7 @@ except OSError as error:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_nothing_a_worker_leaves_reaches_the_next_student(mode, tmp_path):
     """Shared memory (System V and /dev/shm), files and listening sockets parked by one student are gone before
@@ -877,6 +902,7 @@ except OSError as error:
 '''
 
 
+@pytest.mark.slow
 def test_workers_grading_at_once_never_share_a_network_and_none_can_change_its_own(tmp_path):
     """Forked workers share a network namespace with the earlier workers of their own judge only (one after
     another: nothing of one outlives it, above): the two judges of --jobs 2, grading at the same time, use two,
@@ -1010,6 +1036,7 @@ os.wait()
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES + ["none"])
 def test_no_process_a_submission_starts_outlives_its_grading(mode, tmp_path):
     """A submission whose import leaves a daemon behind (double fork, setsid) that would rewrite the records after

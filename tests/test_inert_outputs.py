@@ -69,6 +69,7 @@ def test_a_cell_that_a_spreadsheet_would_run_is_written_as_text_and_read_back_ex
     assert [cell(value) for value in (3, 2.5, 0, -1, -0.5)] == ["3", "2.5", "0", "-1", "-0.5"]
 
 
+@pytest.mark.slow
 def test_every_csv_the_kit_writes_holds_formula_ids_as_text(graded):
     results, out, _ = graded
     assert set(results) == set(CLASS)
@@ -100,6 +101,7 @@ def test_every_csv_the_kit_writes_holds_formula_ids_as_text(graded):
 
 # --- escapes on the console and in the reports -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_no_id_reaches_the_console_as_control_characters(graded):
     _, _, lines = graded
     assert lines and all(controls_in(line) == [] for line in lines), [line for line in lines if controls_in(line)]
@@ -108,6 +110,7 @@ def test_no_id_reaches_the_console_as_control_characters(graded):
     assert "\\x1b[2Kerase\\x9b\\x7f" in console and "\\tTAB" in console and "\\rCR" in console
 
 
+@pytest.mark.slow
 def test_no_report_file_holds_a_control_character(graded):
     _, out, _ = graded
     pages = [path for path in out.rglob("*") if path.suffix in (".md", ".txt")]

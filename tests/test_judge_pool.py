@@ -117,6 +117,7 @@ def _recorded(monkeypatch, log, cls, method):
     monkeypatch.setattr(cls, method, wrapped)
 
 
+@pytest.mark.slow
 def test_forked_judges_share_one_warm_zygote_and_a_dead_ones_students_are_graded_again(tmp_path, monkeypatch):
     """Real judges, forked from this process: one zygote for all of them (each spawns its workers from it over a
     socket of its own); a forked judge that dies holding students has them graded by a fresh judge, with full

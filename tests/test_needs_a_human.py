@@ -60,6 +60,7 @@ def section(text, heading):
     return [line for line in lines if line.strip()]
 
 
+@pytest.mark.slow
 def test_the_console_names_who_needs_a_look_and_why(graded):
     _, _, said = graded
     summary = said[said.index(next(line for line in said if line.startswith("graded "))) + 1:]
@@ -70,6 +71,7 @@ def test_the_console_names_who_needs_a_look_and_why(graded):
     assert "no notebook" in named["no-notebook"] and MISSING not in named["no-notebook"]
 
 
+@pytest.mark.slow
 def test_the_console_and_final_gradebook_count_the_written_answers_left(graded):
     results, out, said = graded
     pending = triage.ManualWork(3 * MANUAL, 3 * ANSWERS, 3)  # everyone who handed in the notebook
@@ -83,6 +85,7 @@ def test_the_console_and_final_gradebook_count_the_written_answers_left(graded):
     assert printed[-1] == line
 
 
+@pytest.mark.slow
 def test_the_report_lists_the_same_students_and_the_manual_work(graded):
     _, out, _ = graded
     report = (out / "report.md").read_text()
@@ -92,6 +95,7 @@ def test_the_report_lists_the_same_students_and_the_manual_work(graded):
     assert triage.manual_line(triage.ManualWork(3 * MANUAL, 3 * ANSWERS, 3)) in report
 
 
+@pytest.mark.slow
 def test_the_report_shows_written_answers_as_graded_and_pending_never_as_a_pass_rate(graded):
     _, out, _ = graded
     report = (out / "report.md").read_text()
@@ -107,6 +111,7 @@ def test_the_report_shows_written_answers_as_graded_and_pending_never_as_a_pass_
         assert (graded_count, pending) == ("1", "3"), row
 
 
+@pytest.mark.slow
 def test_ids_csv_maps_an_odd_id_to_every_name_the_kit_made(graded):
     _, out, _ = graded
     with open(out / "ids.csv", newline="", encoding="utf-8") as handle:
@@ -120,6 +125,7 @@ def test_ids_csv_maps_an_odd_id_to_every_name_the_kit_made(graded):
     assert rows["no-notebook"]["nbgrader_id"] == nbgrader_safe_name("no-notebook")
 
 
+@pytest.mark.slow
 def test_formgraders_names_carry_the_real_id(graded):
     from nbgrader.api import Gradebook
 
@@ -132,6 +138,7 @@ def test_formgraders_names_carry_the_real_id(graded):
     assert not set(shown) & set("<>&\"'") and "img src=x onerror=alert(1)" in shown
 
 
+@pytest.mark.slow
 def test_pending_written_answers_are_no_failed_tests_on_gradescope(graded):
     results, out, _ = graded
     data = json.loads(result_path(out, ODD).read_text())
@@ -144,6 +151,7 @@ def test_pending_written_answers_are_no_failed_tests_on_gradescope(graded):
     assert results[ODD].max_score == rubric_totals.total(), "the record's maximum still counts the written points"
 
 
+@pytest.mark.slow
 def test_execution_time_is_the_students_whole_grading(graded):
     results, _, _ = graded
     result = results["reference"]

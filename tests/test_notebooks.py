@@ -268,6 +268,7 @@ def test_the_analyze_rubric_keeps_the_lessons_correction():
     assert "raw slice" in text and "learned projection of the whole embedding" in text
 
 
+@pytest.mark.slow
 def test_a_correct_notebook_gets_every_autograded_point(graded):
     result = graded.results["correct"]
     score, top = notebook_points(result)
@@ -275,6 +276,7 @@ def test_a_correct_notebook_gets_every_autograded_point(graded):
     assert result.notebook.pending_manual == MANUAL, "written answers wait for the instructor"
 
 
+@pytest.mark.slow
 def test_a_blank_notebook_gets_zero_and_its_unchanged_answers_score_zero_as_in_formgrader(graded):
     result = graded.results["blank"]
     assert notebook_points(result) == (0, AUTO)
@@ -283,6 +285,7 @@ def test_a_blank_notebook_gets_zero_and_its_unchanged_answers_score_zero_as_in_f
     assert len(written) == len(CELLS.written) and all(test.score == 0 and test.status == "failed" for test in written)
 
 
+@pytest.mark.slow
 def test_one_maximum_everywhere(graded):
     """Code + autograded notebook + written answers = the assignment's total, for every student, broken or not."""
     tops = {result.max_score for result in graded.results.values()}
@@ -291,6 +294,7 @@ def test_one_maximum_everywhere(graded):
         assert {row["max_score"] for row in csv.DictReader(handle)} == {f"{TOTAL:g}"}
 
 
+@pytest.mark.slow
 def test_a_notebook_cannot_reach_the_network(graded):
     """The notebook's worker has a network namespace of its own."""
     from autograder.sandbox.isolation import choose_sandbox
@@ -302,18 +306,21 @@ def test_a_notebook_cannot_reach_the_network(graded):
     assert graded.network_reached == 0, "a notebook reached a server on the grading machine"
 
 
+@pytest.mark.slow
 def test_grading_leaves_nothing_in_the_temporary_folder(graded):
     """Judges' scratch, workers' files: all removed when grading returns (the run had a temporary folder of its
     own, so what another grader leaves in the shared one cannot fail this)."""
     assert graded.left_in_tmp == set()
 
 
+@pytest.mark.slow
 def test_a_deleted_test_cell_is_restored_and_graded(graded):
     result = graded.results["deleted-test-cell"]
     apply = next(test for test in result.tests if test.id == "notebook::apply_test")
     assert apply.score == apply.max_score == CELLS.checks["apply_test"]
 
 
+@pytest.mark.slow
 def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
     result = graded.results["no-notebook"]
     assert notebook_points(result) == (0, AUTO)
@@ -321,6 +328,7 @@ def test_a_missing_notebook_costs_the_notebook_points_with_the_reason(graded):
     assert result.score == CODE_MAX, "the code keeps its points"
 
 
+@pytest.mark.slow
 def test_the_gradebook_lists_pending_manual_points(graded):
     with open(graded.out / "gradebook.csv", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
@@ -337,6 +345,7 @@ def student_visible_text(graded, student):
     return "\n".join([feedback, result.output, *(test.output for test in result.tests)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("student, reason", [
     ("eq-always-true", "not plain data"),
     ("neutralise-assert", None),
@@ -362,6 +371,7 @@ def test_a_hostile_notebook_forges_no_point(graded, student, reason):
         assert reason in outputs + (result.notebook.reason if result.notebook else "")
 
 
+@pytest.mark.slow
 def test_an_extra_grade_cell_earns_nothing_and_breaks_nothing(graded):
     result = graded.results["extra-grade-cell"]
     assert notebook_points(result) == (CELLS.checks["understand_test"], AUTO), "its understand answer is right; its head_dim and forged cells not"
@@ -369,6 +379,7 @@ def test_an_extra_grade_cell_earns_nothing_and_breaks_nothing(graded):
     assert not any("bonus" in test.id for test in result.tests)
 
 
+@pytest.mark.slow
 def test_no_hidden_test_source_reaches_a_student_or_an_executed_notebook(graded):
     for student in graded.results:
         text = student_visible_text(graded, student)
@@ -380,12 +391,14 @@ def test_no_hidden_test_source_reaches_a_student_or_an_executed_notebook(graded)
             assert ("Model answer" in "".join(cell["source"])) == ("grader_notes" in cell["metadata"]), executed
 
 
+@pytest.mark.slow
 def test_other_students_are_unaffected_by_the_hostile_ones(graded):
     for student in ("correct", "network-probe", "script", LONG_ID):
         assert notebook_points(graded.results[student]) == (AUTO, AUTO), student
         assert graded.results[student].score == CODE_MAX + AUTO
 
 
+@pytest.mark.slow
 def test_a_long_non_ascii_id_gets_a_bounded_nbgrader_id(graded):
     nbid = graded.results[LONG_ID].notebook.id
     assert len(nbid) <= 100 and nbid.isascii()
@@ -418,6 +431,7 @@ def folded(page):
     return " ".join(page.split())
 
 
+@pytest.mark.slow
 def test_formgrader_renders_no_script_of_a_students(graded):
     page, config = formgrader_page(graded, "script")
     assert "stored in formgrader" in page, "the answer is shown"
@@ -425,6 +439,7 @@ def test_formgrader_renders_no_script_of_a_students(graded):
     assert config.HTMLExporter.sanitize_html is True
 
 
+@pytest.mark.slow
 def test_feedback_shows_no_hidden_test_code(graded):
     for path in (graded.out / "feedback").glob("*.md"):
         text = path.read_text()
@@ -444,6 +459,7 @@ def grading_notes():
     return notes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("student", ["correct", "script"])
 def test_formgrader_shows_each_written_answers_rubric_under_it(graded, student):
     """Where the grader types the score, the rubric is in view: each answer's panel (its score box) is followed
@@ -459,6 +475,7 @@ def test_formgrader_shows_each_written_answers_rubric_under_it(graded, student):
         assert page.count(rubric) == 1
 
 
+@pytest.mark.slow
 def test_nbgraders_own_feedback_shows_no_hidden_test_as_the_guide_says(graded, tmp_path):
     """The instructor guide's statement about nbgrader's ``generate_feedback``, checked by running it on a copy of
     a graded course: its page is the student's executed notebook (test cells as released), so no hidden test."""
@@ -509,6 +526,7 @@ def give_manual_grades(course, nbid, comment):
         gradebook.db.commit()
 
 
+@pytest.mark.slow
 def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedback(graded):
     results, out = graded.results, graded.out
     give_manual_grades(out / "nbgrader", results["correct"].notebook.id, "Clear *and* <b>complete</b>.")
@@ -532,6 +550,7 @@ def test_manual_grades_from_formgrader_reach_the_final_gradebook_and_the_feedbac
     assert load(result_path(out, "correct")).score == top, "the record itself says so"
 
 
+@pytest.mark.slow
 def test_skip_notebook_grades_the_code_alone(tmp_path):
     class_dir = tmp_path / "class"
     copy_package(SOLUTIONS, class_dir / "correct", MODULES)
@@ -567,6 +586,7 @@ def small_class(folder, students=("ada", "bob", "cy")):
     return folder
 
 
+@pytest.mark.slow
 def test_resume_regrades_only_the_notebook_that_changed(tmp_path):
     class_dir, out = small_class(tmp_path / "class"), tmp_path / "out"
     grade_class(class_dir, out, emit=lambda line: None)
@@ -583,6 +603,7 @@ def test_resume_regrades_only_the_notebook_that_changed(tmp_path):
     assert (out / "nbgrader" / "autograded" / "ada" / LESSON.id / NOTEBOOK).read_bytes() == executed["ada"]
 
 
+@pytest.mark.slow
 def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path):
     from autograder.commands.merge import merge
 
@@ -608,6 +629,7 @@ def test_merge_makes_one_relocatable_course_where_manual_grading_works(tmp_path)
     assert "Well argued." in (moved / "feedback" / "bob.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_judges_checksum_is_nbgraders():
     """An unchanged written answer is told by nbgrader's checksum, computed in the judge without nbgrader."""
     import nbformat
@@ -623,6 +645,7 @@ def test_the_judges_checksum_is_nbgraders():
         assert checksum(cell.cell_type, cell.source + " ", meta) != meta["checksum"]
 
 
+@pytest.mark.slow
 def test_the_course_database_is_written_in_one_transaction_whole_or_not_at_all(graded, tmp_path):
     """nbgrader's gradebook commits after every change (each commit reloads what the next change needs: hundreds
     of queries a student); the kit's writes commit once, and a failure part way leaves none of them."""

@@ -65,6 +65,7 @@ def test_the_scan_finds_what_the_grader_lacks_and_nothing_else():
     assert found == {"attention": ("scipy", "foo_not_there", "sklearn")}
 
 
+@pytest.mark.slow
 def test_an_import_outside_the_list_gets_one_note_and_clear_failures(tmp_path):
     class_dir = tmp_path / "class"
     for student, line in (("scipy", "import scipy.special"), ("foo", "import foo_not_there")):

@@ -1,8 +1,11 @@
 """A plain (non-editable) install gets the whole engine: every package under autograder/ and its data files."""
 
+import pytest
 import zipfile
 
 from wheels import build_wheel
+
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
 
 
 def test_a_wheel_holds_every_package_and_every_file_the_engine_reads(tmp_path):

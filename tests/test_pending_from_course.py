@@ -5,6 +5,7 @@ folds those grades into the records, only the database knows. The console's "Man
 what it holds, while grade --resume keeps the records it keeps byte for byte.
 """
 
+import pytest
 from autograder.commands.grading import grade_class
 from autograder.commands.merge import merge
 from autograder.intake.naming import result_path
@@ -13,6 +14,8 @@ from lesson import LESSON, NOTEBOOK
 
 import rubric_totals
 from test_notebooks import small_class
+
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
 
 WRITTEN = rubric_totals.notebook().written  # {grade_id: points} of the written answers
 FIRST, SECOND = sorted(WRITTEN)[:2]

@@ -123,6 +123,7 @@ def test_final_gradebook_refuses_forged_records_and_seals_what_it_rewrites(tmp_p
     assert [load_record(result_path(out, student))[1] for student in ("ada", "cy")] == ["", UNISOLATED]
 
 
+@pytest.mark.slow
 def test_resume_regrades_what_is_not_a_grade_of_record(tmp_path):
     """After an unisolated run, or a process that rewrote the records, ``--resume`` keeps only sealed records
     graded in isolation."""
@@ -193,6 +194,7 @@ def test_user_namespaces_refused_is_said_in_words(monkeypatch):
     assert "user namespaces are refused here" in sandboxes._bwrap_problem(sandboxes.Limits(), 1)
 
 
+@pytest.mark.slow
 def test_the_demo_says_its_scores_were_graded_unisolated(tmp_path, monkeypatch):
     from autograder.commands import demo
 

@@ -61,6 +61,7 @@ def _files(out):
     return {path.name: path.read_bytes() for path in (out / "results").iterdir()}
 
 
+@pytest.mark.slow
 def test_a_record_forged_beside_the_genuine_one_is_refused_by_its_file_and_nothing_is_sealed(graded, tmp_path):
     _, out, results = graded
     out = _copy(out, tmp_path / "out")
@@ -104,6 +105,7 @@ def _shards(out, root):
     return folders
 
 
+@pytest.mark.slow
 def test_a_classmates_record_copied_over_a_students_is_refused_by_merge_naming_both(graded, tmp_path):
     _, out, results = graded
     one, two = _shards(out, tmp_path)
@@ -117,6 +119,7 @@ def test_a_classmates_record_copied_over_a_students_is_refused_by_merge_naming_b
     assert not (tmp_path / "again").exists()
 
 
+@pytest.mark.slow
 def test_a_record_renamed_to_another_students_path_is_refused(graded, tmp_path):
     _, out, _ = graded
     out = _copy(out, tmp_path / "out")
@@ -131,6 +134,7 @@ def test_a_record_renamed_to_another_students_path_is_refused(graded, tmp_path):
         merge([one, two], tmp_path / "merged", emit=lambda line: None)
 
 
+@pytest.mark.slow
 def test_a_stray_in_a_shards_results_is_refused_by_merge(graded, tmp_path):
     one, two = _shards(graded[1], tmp_path)
     shutil.copyfile(result_path(one, "ada"), one / "results" / "ada-copy.json")
@@ -139,6 +143,7 @@ def test_a_stray_in_a_shards_results_is_refused_by_merge(graded, tmp_path):
     assert f"{MISPLACED}: {str(one / 'results' / 'ada-copy.json')!a}" in str(refused.value)
 
 
+@pytest.mark.slow
 def test_resume_regrades_a_swapped_record_and_names_a_stray(graded, tmp_path):
     class_dir, out, results = graded
     out = _copy(out, tmp_path / "out")

@@ -22,6 +22,8 @@ from autograder.sandbox.isolation import Limits, choose_sandbox
 from lesson import MODULES, RELEASE, SOLUTIONS
 from test_hostile import _without_bubblewrap
 
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
+
 # A folder nest deeper than Python's recursion limit, made in the worker's own writable folder (its home under
 # --sandbox uid, its private /tmp under bubblewrap). shutil.rmtree (Python 3.11, recursive) raises RecursionError
 # on it even with ignore_errors=True: the zygote's end_user, the judge's scratch cleanup.

@@ -12,6 +12,8 @@ from autograder.lesson.catalogue import copy_package
 from autograder.sandbox.isolation import choose_sandbox
 from lesson import LESSON, MODULES, NOTEBOOK, SOLUTIONS
 
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
+
 # The reference, except that its attention raises where IPython is loaded: an outcome that depends on the
 # worker's start state only.
 WATCHER = '''

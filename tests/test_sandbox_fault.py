@@ -4,6 +4,7 @@ record a grader failure for a human (``sandbox_fault``), and ``--resume`` keeps 
 Before, a confined worker that lost read access to its staged copy charged every check to the student ("attention.py
 is missing from the submission") and nobody was flagged."""
 
+import pytest
 from autograder.commands.grading import grade_class
 from autograder.commands.planning import plan
 from autograder.intake.naming import result_path
@@ -12,6 +13,8 @@ from autograder.records import triage
 from autograder.records.results import load_record
 from autograder.sandbox import launch
 from lesson import LESSON, MODULES, SOLUTIONS
+
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
 
 LOST = MODULES[-1]  # the file the sandbox loses
 

@@ -76,6 +76,7 @@ def _maximum(lesson):
     return sum(entry.points for entry in collect_rubric(lesson.hidden_tests))
 
 
+@pytest.mark.slow
 def test_its_class_is_graded_with_its_own_rubric(lesson, graded):
     results, out = graded
     maximum = _maximum(lesson)
@@ -90,6 +91,7 @@ def test_its_class_is_graded_with_its_own_rubric(lesson, graded):
     assert {test.group for test in reference.tests} == {"norms"}
 
 
+@pytest.mark.slow
 def test_the_run_ends_with_its_time_per_student_and_the_load_it_saw(graded):
     """Timings on a shared machine mean little without the load they ran under: the summary states both (then
     whom to look at, triage's lines)."""
@@ -103,6 +105,7 @@ def test_the_run_ends_with_its_time_per_student_and_the_load_it_saw(graded):
                      r"load average \d+\.\d at the start, \d+\.\d at the end; sandbox: \w+; results in ", last), last
 
 
+@pytest.mark.slow
 def test_its_reports_are_written(lesson, graded):
     results, out = graded
     with open(out / "gradebook.csv", newline="") as handle:
@@ -116,6 +119,7 @@ def test_its_reports_are_written(lesson, graded):
     assert not (out / "nbgrader").exists()
 
 
+@pytest.mark.slow
 def test_validate_proves_its_grader(lesson):
     lines = []
     assert validate(jobs=2, emit=lines.append, assignment=lesson)

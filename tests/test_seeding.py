@@ -49,6 +49,7 @@ def test_every_draw_is_the_same_in_every_fresh_worker(tmp_path):
     assert all(torch.equal(module[name], second[1][0][name]) for name in module), "weights differ between runs"
 
 
+@pytest.mark.slow
 def test_catalogued_bugs_grade_the_same_twice(tmp_path):
     bugs = {bug.id: bug for bug in load_catalogue(CATALOGUE / "bugs.toml", "bug")}
     class_dir = tmp_path / "class"

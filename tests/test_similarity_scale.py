@@ -15,6 +15,8 @@ from autograder.lesson.catalogue import load_catalogue
 from autograder.reports import similarity_report
 from lesson import CATALOGUE, MODULES, RELEASE, SOLUTIONS
 
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
+
 VARIANTS = [entry for entry in load_catalogue(CATALOGUE / "variants.toml", "variant") if entry.base == "reference"]
 BUGS = [entry for entry in load_catalogue(CATALOGUE / "bugs.toml", "bug") if entry.base == "reference"]
 REFERENCE = {module: (SOLUTIONS / f"{module}.py").read_text() for module in MODULES}

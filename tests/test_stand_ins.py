@@ -126,6 +126,7 @@ def lost(tests, reference):
     return {test_id for test_id, test in tests.items() if test.score < reference[test_id].score}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("student, own", [("split-seq-batch-swapped", SPLIT_TESTS),
                                           ("combine-contiguous-first", COMBINE_TESTS),
                                           ("table-transposed", TABLE_GROUP_TESTS)])
@@ -143,6 +144,7 @@ def test_a_broken_helper_costs_only_its_own_checks(graded, student, own):
     assert "checked with a working stand-in for" in feedback_text.render(results[student])
 
 
+@pytest.mark.slow
 def test_a_broken_split_leaves_the_multi_head_checks_gradable(graded):
     tests, _ = graded
     for test_id in MODULE_EXAMPLES:
@@ -151,6 +153,7 @@ def test_a_broken_split_leaves_the_multi_head_checks_gradable(graded):
         assert not tests["reference"][test_id].stood_in, "the reference needs no stand-in"
 
 
+@pytest.mark.slow
 def test_breaking_a_part_on_purpose_never_raises_a_score(graded):
     """A module with a mistake, then the same module with split_heads broken on purpose (raising, or returning
     zeros): the module's own mistake costs exactly what it cost, and the broken helper costs more on top."""
@@ -164,6 +167,7 @@ def test_breaking_a_part_on_purpose_never_raises_a_score(graded):
         assert results[student].score < results["module-no-out-proj"].score, student
 
 
+@pytest.mark.slow
 def test_a_stand_in_kept_by_the_submission_is_gone_when_the_parts_own_checks_run(graded):
     """The worker runs the student's code beside the stand-in, which that code may keep (in a list, a module's
     attribute) to answer with later. A stand-in block runs in a child of the worker, which ends with the block: what
@@ -176,6 +180,7 @@ def test_a_stand_in_kept_by_the_submission_is_gone_when_the_parts_own_checks_run
     assert tests["stand-in-kept"]["test_module_matches_torch_output"].stood_in == ("split_heads",)
 
 
+@pytest.mark.slow
 def test_a_table_special_cased_at_the_module_checks_sizes_buys_nothing(graded):
     """Before stand-ins, the buffer check accepted the student's own table at its size: a table returning the
     default base's values there hid a module that drops its base. Now the module is judged with the lesson's

@@ -33,11 +33,13 @@ def happened(result, test_id):
     return test.happened
 
 
+@pytest.mark.slow
 def test_the_dtype_returned_is_named(graded):
     assert happened(graded["pe-float64-table"], "test_table_shape_and_dtype") == \
         "returned float64 where float32 is expected"
 
 
+@pytest.mark.slow
 def test_a_shift_says_which_way_and_how_far_it_moved(graded):
     assert happened(graded["shift-matrix-transposed"], "test_shift_matrix_moves_the_true_encoding").startswith(
         "moves the encoding the opposite way")
@@ -45,18 +47,21 @@ def test_a_shift_says_which_way_and_how_far_it_moved(graded):
         "moves the encoding the opposite way")
 
 
+@pytest.mark.slow
 def test_a_table_of_the_wrong_length_says_so_without_the_length(graded):
     words = happened(graded["pe-table-cached-by-width"], "test_table_shape_and_dtype")
     assert re.fullmatch(r"returned a tensor whose dimension 0 is (longer|shorter) than it should be", words)
     assert not re.search(r"\d{2}", words), "no size is named"
 
 
+@pytest.mark.slow
 def test_a_check_not_checked_yet_names_the_first_call_that_raised_and_its_line(graded):
     words = happened(graded["split-float-head-dim"], "test_heads_are_contiguous_chunks")
     assert re.search(r"it needs split_heads, which raises an error \(see its own checks\): split_heads raised "
                      r"\w+ at heads\.py:\d+; fix split_heads first", words), words
 
 
+@pytest.mark.slow
 def test_the_hidden_checks_line_says_how_many_passed(graded):
     result = graded["split-float-head-dim"]
     text, plain = feedback.render(result), feedback_text.render(result)

@@ -114,6 +114,7 @@ def _rows(path):
         return {row["student"]: row for row in csv.DictReader(handle)}
 
 
+@pytest.mark.slow
 def test_a_term_as_the_guide_tells_it(tmp_path):
     from nbgrader.api import Gradebook
 
@@ -256,6 +257,7 @@ def _no_bubblewrap(command):
             (f"mount --bind /bin/false {bwrap}\n" if bwrap else "") + command]
 
 
+@pytest.mark.slow
 def test_a_machine_without_bubblewrap_refuses_then_recovers_as_the_guide_says():
     """Where bubblewrap is refused and the kit's .venv comes from a Python other users cannot read (a pyenv under
     /root), the default ``grade`` grades nothing and names the cause and the fix; the guide's recovery steps

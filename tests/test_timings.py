@@ -209,6 +209,7 @@ class BusyLoops:
             process.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("KIT_TIMINGS") != "1", reason="measures for minutes: set KIT_TIMINGS=1")
 def test_measure_the_guides_steps_and_write_the_page(tmp_path):
     big, small = tmp_path / "class", tmp_path / "small-class"

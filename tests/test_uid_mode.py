@@ -20,6 +20,8 @@ from autograder.sandbox.isolation import choose_sandbox
 from lesson import LESSON, MODULES, NOTEBOOK, RELEASE, SOLUTIONS
 from test_hostile import DAEMON, _alive_with, _without_bubblewrap
 
+pytestmark = pytest.mark.slow  # grades a class, builds a venv or runs the demo
+
 
 @pytest.fixture
 def root():

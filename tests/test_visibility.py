@@ -151,6 +151,7 @@ def _drive(python, files, modes, tmp_path, prefix=()):
     return done.stdout
 
 
+@pytest.mark.slow
 def test_a_worker_of_a_plain_install_finds_no_instructor_data(installed, tmp_path):
     try:
         choose_sandbox("bwrap")
@@ -165,6 +166,7 @@ def test_a_worker_of_a_plain_install_finds_no_instructor_data(installed, tmp_pat
     assert _found(output, "bwrap-own") == []
 
 
+@pytest.mark.slow
 def test_a_confined_worker_of_a_plain_install_finds_no_instructor_data(installed, tmp_path):
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("confined workers need root (and unshare, for the runtime under /root)")

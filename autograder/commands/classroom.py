@@ -51,6 +51,11 @@ NOTEBOOK_TOOLS = ("matplotlib", "notebook==7.6.5", "ipykernel")
 PLACEHOLDERS = ("setup", "title", "package", "steps", "total", "points_per_test", "seconds", "forbidden", "packages",
                 "tests", "start_here", "schedule")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+# What the template's other files point to in its README, found by the lesson's own section titles: a README
+# without such a section gets no pointer (a lesson's README need not have the kit lesson's sections).
+SECTION_TOPICS = {"grading": re.compile(r"(?i)\bgrad(e|ed|es|ing)\b"),
+                  "setup": re.compile(r"(?i)\bset[- ]?up\b|\binstall")}
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
 # What the workflow reads and runs, beside it in the template (the workflow's step names the script).
 CLASSROOM_DIR = ".github/classroom"
 REPORT_SCRIPT = f"{CLASSROOM_DIR}/{Path(classroom_report.__file__).name}"
@@ -101,11 +106,39 @@ def report_tests(steps: tuple[Step, ...]) -> str:
                       indent=1) + "\n"
 
 
-def student_requirements(assignment: Assignment) -> str:
-    """The text of the template's ``requirements.txt``."""
+def readme_sections(readme: str) -> list[str]:
+    """The titles of the README's headings, in order (lines in fenced code blocks are not headings)."""
+    titles, fenced = [], False
+    for line in readme.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (heading := _HEADING.match(line)):
+            titles.append(heading.group(1))
+    return titles
+
+
+def readme_pointer(readme: str, topic: str) -> str | None:
+    """``README.md, "Title",``: the README's first section on ``topic`` (a key of :data:`SECTION_TOPICS`), as the
+    template's other files point to it; None where the lesson's README has no such section."""
+    title = next((title for title in readme_sections(readme) if SECTION_TOPICS[topic].search(title)), None)
+    return f'README.md, "{title}",' if title else None
+
+
+def _lesson_readme(assignment: Assignment, steps: tuple[Step, ...] | None, readme: str | None) -> str:
+    """The student README the pointers look into: ``readme``, else the lesson's rendered (its titles need no test
+    count, so none is collected)."""
+    return readme if readme is not None else student_readme(assignment, steps, tests=0)
+
+
+def student_requirements(assignment: Assignment, readme: str | None = None) -> str:
+    """The text of the template's ``requirements.txt``; it points to the set-up section of ``readme`` (the
+    template's README, rendered from the lesson when not given) where there is one, else gives torch's command."""
     torch = pins.pin("torch")
+    pointer = readme_pointer(_lesson_readme(assignment, None, readme), "setup")
+    where = (f"# ({pointer} has the commands)" if pointer else
+             f"# (CPU build: {pins.torch_cpu_install('python')})")
     return (f"# Pinned so that everyone computes the same numbers. Install torch first, the build for your machine\n"
-            f"# (README.md, \"Set up\", has the commands), then this file: pip then finds {torch} already there.\n"
+            f"{where}, then this file: pip then finds {torch} already there.\n"
             + "".join(f"{name if '==' in name else pins.pin(name)}\n" for name in student_packages(assignment)))
 
 
@@ -172,13 +205,18 @@ def _points(points: int) -> str:
     return f"{points} point{'' if points == 1 else 's'}"
 
 
-def classroom_workflow(assignment: Assignment, steps: tuple[Step, ...] | None = None) -> str:
+def classroom_workflow(assignment: Assignment, steps: tuple[Step, ...] | None = None, readme: str | None = None
+                       ) -> str:
     """The text of ``.github/workflows/classroom.yml``: install, one pytest run of the public tests (one torch
-    start, where a step per test cost one each), then the reporter with that run's one payload."""
+    start, where a step per test cost one each), then the reporter with that run's one payload. Its comment points
+    to the grading section of ``readme`` (the template's README, rendered from the lesson when not given), if any."""
     steps = steps or classroom_steps(assignment)
     runner = classroom_report.RUNNER
+    pointer = readme_pointer(_lesson_readme(assignment, steps, readme), "grading")
+    relation = (f"{pointer} says how the two relate." if pointer else
+                "the grade comes from your\n# instructor's own run of the grader.")
     return f"""# GitHub Classroom feedback: the public tests run once; each test function earns {_points(POINTS_PER_TEST)},
-# pass or fail as a whole. These points are not your grade: README.md, "How you are graded", says how the two relate.
+# pass or fail as a whole. These points are not your grade: {relation}
 name: Autograding Tests
 "on":
   push:
@@ -321,10 +359,11 @@ def write_template(destination: str | Path, assignment: Assignment) -> list[str]
     # Every text first: a lesson's mistake (an unreadable README, a public test without a step) stops here,
     # before anything is written, so the rerun after the fix finds the folder as it was.
     steps = classroom_steps(assignment)
-    texts = {"README.md": student_readme(assignment, steps), "requirements.txt": student_requirements(assignment),
+    readme = student_readme(assignment, steps)
+    texts = {"README.md": readme, "requirements.txt": student_requirements(assignment, readme),
              "pytest.ini": PYTEST_INI.format(package=assignment.id),
              ".gitignore": ".venv/\n__pycache__/\n.ipynb_checkpoints/\n",
-             ".github/workflows/classroom.yml": classroom_workflow(assignment, steps),
+             ".github/workflows/classroom.yml": classroom_workflow(assignment, steps, readme),
              f"{CLASSROOM_DIR}/requirements.txt": workflow_requirements(assignment),
              f"{CLASSROOM_DIR}/tests.json": report_tests(steps),
              REPORT_SCRIPT: Path(classroom_report.__file__).read_text(encoding="utf-8")}

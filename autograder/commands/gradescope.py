@@ -1,8 +1,8 @@
 """Gradescope: ``python -m autograder gradescope --to autograder.zip`` and the ``run_autograder`` inside it.
 
 The zip holds this kit's engine and one lesson (its descriptor's folder, hidden tests, reference, release: no
-other lesson's files, wherever the lesson lives), ``setup.sh``
-(pinned environment and bubblewrap) and ``run_autograder``, which grades
+other lesson's files, wherever the lesson lives), the lesson's README as ``README.md`` (never the kit's),
+``setup.sh`` (pinned environment and bubblewrap) and ``run_autograder``, which grades
 ``/autograder/submission`` with the same sandboxed judge as ``grade`` and
 writes ``/autograder/results/results.json`` (the same result record, with a
 visibility per test). ``AUTOGRADER_ROOT`` and ``AUTOGRADER_PYTHON`` let the
@@ -25,13 +25,14 @@ from .. import paths
 from ..lesson import pins
 from ..lesson.assignment import Assignment, resolve
 from ..errors import KitError
+from .classroom import student_readme
 from .grading import grade_class
 from ..records.results import GraderFailure, SubmissionResult, record_text, save, valid_result, write_atomic
 from .judge_loop import grader_error
 from ..intake.stubs import stub_files
 from ..intake.submission import read_submission
 
-KIT_FILES = ("pyproject.toml", "README.md", "nbgrader_config.py")
+KIT_FILES = ("pyproject.toml", "nbgrader_config.py")  # README.md is the lesson's: see lesson_readme
 ENGINE = "autograder"
 LESSON_PREFIX = "lesson"  # where a lesson from outside the kit's folder sits in the zip
 STUDENT = "submission"  # the one student a Gradescope run grades
@@ -64,6 +65,20 @@ PYTHON="${AUTOGRADER_PYTHON:-$ROOT/source/.venv/bin/python}"
 cd "$ROOT/source"
 exec "$PYTHON" -m autograder gradescope-run --root "$ROOT" --assignment {descriptor}
 """
+
+
+def lesson_readme(assignment: Assignment) -> str:
+    """The zip's ``README.md`` (pyproject.toml's readme, so ``pip install`` needs one): the lesson folder's own
+    ``README.md``, else its student README as the Classroom template shows it (raw, where the lesson is not one
+    Classroom can take)."""
+    own = assignment.folder / "README.md"
+    if own.is_file():
+        return own.read_text(encoding="utf-8")
+    try:
+        return student_readme(assignment)
+    except KitError:
+        template = assignment.folder / "student_readme.md"
+        return template.read_text(encoding="utf-8") if template.is_file() else f"# {assignment.title}\n"
 
 
 def lesson_parts(assignment: Assignment) -> list[Path]:
@@ -115,6 +130,7 @@ def build_package(destination: str | Path, assignment: Assignment | None = None)
             packed[(name + "/" + path.relative_to(part).as_posix()) if part.is_dir() else name] = path
     destination.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("README.md", lesson_readme(assignment))
         for name, text in (("setup.sh", setup_script(assignment)),
                            ("run_autograder", RUN.replace("{descriptor}", shlex.quote(descriptor)))):
             info = zipfile.ZipInfo(name)
