@@ -25,6 +25,8 @@ Everything else in ``autograder.*`` is private to the engine and may move or cha
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .judge.ahead import Unplanned
 from .judge.cpu_checks import Yardstick, allowance, cpu_of_call, within_cpu
 from .judge.failures import (BadValue, CallTimeout, ForbiddenCall, ImportFailure, StudentError, SubmissionFailure,
@@ -35,6 +37,10 @@ from .lesson.assignment import load
 from .lesson.catalogue import build, copy_package, load_catalogue
 from .lesson.reference import load_module, load_reference
 from .worker.protocol import Handle, Unsupported, device_of
+
+if TYPE_CHECKING:  # resolved on first use, below
+    from .judge.grade import open_submission
+    from .reports.figures import attention_maps, heatmap
 
 __all__ = [
     "graded", "NotChecked", "Symptom", "WrongShape", "shape_symptom",

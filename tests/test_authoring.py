@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import inspect
 import re
-from pathlib import Path
 
 import pytest
 

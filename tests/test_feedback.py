@@ -6,7 +6,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from autograder.reports import feedback, feedback_text, write_reports
-from autograder.reports.feedback_view import GRADED, graded_output, instructor_comment, view
+from autograder.notebook.course_grades import graded_output
+from autograder.reports.feedback_view import GRADED, instructor_comment, view
 from autograder.records.results import Cause, NotebookSummary, SubmissionResult, TestResult
 
 COMMENT = ("Good, but say why it is *invariance*, not <b>equivariance</b>.\n"

@@ -182,7 +182,6 @@ def test_a_worker_of_a_shared_zygote_holds_no_judge_s_socket(tmp_path):
     """A worker forked from a zygote that serves several judges holds none of their control sockets (nor anything
     but its own pipes): it cannot ask the zygote for anything, for itself or for another judge's workers."""
     import tempfile
-    import time
 
     from autograder.sandbox.launch import WorkerFactory
     from autograder.lesson.catalogue import copy_package

@@ -15,7 +15,7 @@ from autograder.commands.judge_loop import failed_result
 from autograder.commands.grading import grade_class
 from autograder.lesson.catalogue import copy_package
 from autograder.notebook.nbgrader_record import student_names
-from autograder.commands.planning import Task, plan
+from autograder.commands.planning import plan
 from autograder.intake.naming import result_path
 from autograder.reports.escape import markdown
 from autograder.records.results import GraderFailure, NotebookSummary, SubmissionResult, TestResult, load_record, save

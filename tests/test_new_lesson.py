@@ -12,7 +12,6 @@ import subprocess
 import sys
 import zipfile
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 

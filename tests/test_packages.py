@@ -3,7 +3,6 @@ Classroom template and Gradescope's image install exactly those, and a submissio
 told so once, by name."""
 
 import tomllib
-from pathlib import Path
 
 import pytest
 

@@ -113,3 +113,12 @@ def test_the_folders_are_the_layers_and_every_import_points_down():
         module = ".".join(path.relative_to(paths.REPO_ROOT).with_suffix("").parts)
         assert all(not target.startswith("autograder.") or target.startswith("autograder.worker")
                    for target in _imports(path, module)), path.name
+
+
+def test_pyflakes_finds_no_unused_import_or_undefined_name():
+    """`make check` runs pyflakes; CI (`make test`) holds the tree to it too, so a stray import never lands."""
+    import sys
+
+    found = subprocess.run([sys.executable, "-m", "pyflakes", "autograder", "tests", "solutions"],
+                           cwd=paths.REPO_ROOT, capture_output=True, text=True)
+    assert (found.returncode, found.stdout) == (0, "")

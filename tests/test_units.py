@@ -713,7 +713,7 @@ def test_what_a_confined_worker_left_in_shared_folders_is_removed_with_it(tmp_pa
     import os
     import tempfile
 
-    from autograder.sandbox.worker_process import _remove_owned
+    from autograder.worker.confine import _remove_owned
 
     if os.geteuid() != 0:
         pytest.skip("files of another user need root to make")

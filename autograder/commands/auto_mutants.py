@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lesson.assignment import Assignment
-from ..lesson.mutation import AutoMutant, generate, survivor_reasons  # noqa: F401  (validate reads it here)
+from ..lesson.mutation import AutoMutant, generate
 from ..lesson.reference import load_package, load_reference
 
 CAUGHT_GOAL = 0.98  # share of the distinguishable mutants some check fails

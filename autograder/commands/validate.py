@@ -30,6 +30,7 @@ from . import auto_mutants
 from .grading import grade_class
 from ..judge.hidden_suite import collect_rubric
 from ..lesson.catalogue import build, copy_package, distinct_ids, load_catalogue
+from ..lesson.mutation import survivor_reasons
 from ..lesson.public_tests import uncaught_by_public_tests
 from ..worker.contract import Contract, resolve_path
 
@@ -210,8 +211,8 @@ def validate(sandbox_mode="auto", jobs=2, emit=print, require_cuda=False, assign
         copy_package(assignment.release, class_dir / "stubs", modules)
         for mutant in [*bugs.values(), *variants.values()]:
             build(mutant, class_dir / mutant.id, assignment)
-        reasons = auto_mutants.survivor_reasons(assignment) if mutants else {}
-        equivalent = auto_mutants.survivor_reasons(assignment, "equivalent") if mutants else {}
+        reasons = survivor_reasons(assignment) if mutants else {}
+        equivalent = survivor_reasons(assignment, "equivalent") if mutants else {}
         graded, set_aside = auto_mutants.distinguishable(assignment, emit) if mutants else ([], [])
         distinct_ids([*bugs.values(), *variants.values()], [], taken=tuple(mutant.id for mutant in graded))
         for mutant in graded:

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..records.results import SubmissionResult
 from .context import ReportRun
 from .escape import markdown, plain, visible
-from .feedback_view import FIX_FIRST_INTRO, FixFirst, hidden_words, score_line, shared_words, view, write_each  # noqa: F401  (score_line: its old home)
+from .feedback_view import FIX_FIRST_INTRO, FixFirst, hidden_words, shared_words, view, write_each
 
 
 def render(result: SubmissionResult) -> str:

@@ -23,7 +23,7 @@ from ..records.results import SubmissionResult, TestResult, write_atomic
 from .context import ReportRun
 from .escape import file_text
 # What final-gradebook writes into a test graded in formgrader, defined where it is written.
-from ..notebook.course_grades import COMMENT, GRADED, graded_output  # noqa: F401 - graded_output: re-exported
+from ..notebook.course_grades import COMMENT, GRADED
 
 SHOWN = ("visible", "after_due_date", "after_published")
 

@@ -5,15 +5,19 @@ in a process of its own (:mod:`.drawer`), and its own process never needs it."""
 
 from __future__ import annotations
 
-import io
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..lesson.assignment import Assignment
-from .rate_chart import pass_rate_chart  # noqa: F401 - the report's charts, named here for the drawer
-from .score_chart import score_histogram  # noqa: F401
+from .rate_chart import pass_rate_chart
+from .score_chart import score_histogram
+
+# The report's charts are named here for the drawer (drawer.DRAWINGS), beside the lesson's heatmaps.
+__all__ = ["Drawing", "draw_aside", "warm", "heatmap", "attention_maps", "lesson_figures", "pass_rate_chart",
+           "score_histogram"]
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,8 +70,8 @@ def _figure(**options) -> Figure:
 
 def warm() -> None:
     """Import what the report's charts need and read their fonts, so the first chart that counts starts warm."""
-    import numpy  # noqa: F401 - imported for its start-up cost (the histogram's bins)
-    from PIL import ImageDraw  # noqa: F401 - likewise
+    importlib.import_module("numpy")  # for its start-up cost (the histogram's bins)
+    importlib.import_module("PIL.ImageDraw")  # likewise
 
     from .rate_chart import fonts
 

@@ -14,7 +14,7 @@ from . import clocks, confined
 from . import isolation as sandboxes
 from . import strays
 from ..worker import protocol
-from ..worker.confine import _remove_owned, end_user, processes_of  # noqa: F401 - the zygote's too
+from ..worker.confine import end_user, processes_of
 from .channel import CappedOutput, Channel, describe_exit, widen
 
 

@@ -2,6 +2,7 @@
 its first fork or by a worker started alone before its hello: where the run grades notebooks, every worker of it
 starts with it loaded, the code's as well as the notebook's, and where it does not, none does."""
 
+import importlib
 import os
 
 PRELOAD_ENV = "GRADER_NOTEBOOKS"  # "1": the run grades notebooks, so every worker starts with preload_notebook's
@@ -23,8 +24,8 @@ def preload_notebook():
 def _preload():
     os.environ["MPLBACKEND"] = "Agg"
     try:
-        import IPython.core.inputtransformer2  # noqa: F401
-        import IPython.core.interactiveshell  # noqa: F401
+        importlib.import_module("IPython.core.inputtransformer2")
+        importlib.import_module("IPython.core.interactiveshell")
         import matplotlib
 
         matplotlib.use("Agg")
