@@ -84,3 +84,23 @@ def test_the_demo_refuses_an_out_folder_it_did_not_write(tmp_path):
         run_demo(mine, emit=lambda line: None)
     assert str(refused.value) == f"--out folder holds files the demo did not write: {mine} (name an empty or new one)"
     assert [entry.name for entry in mine.iterdir()] == ["notes.txt"]
+
+
+def test_an_out_folder_of_the_users_own_is_never_emptied(tmp_path):
+    """`--out` naming an instructor's folder that happens to hold `class/` and `graded/` (their real class) is
+    refused with one line and left as it was; only a stamped folder, or the default one, is the demo's to empty."""
+    from autograder.commands.demo import STAMP, start_empty
+    from autograder.errors import KitError
+
+    mine = tmp_path / "course"
+    (mine / "class" / "ada").mkdir(parents=True)
+    (mine / "class" / "ada" / "heads.py").write_text("x = 1\n")
+    (mine / "graded").mkdir()
+    with pytest.raises(KitError, match="holds files the demo did not write"):
+        start_empty(mine)
+    assert (mine / "class" / "ada" / "heads.py").read_text() == "x = 1\n"
+    start_empty(mine, default=True)  # the kit's own build/demo from an older run, unstamped
+    assert sorted(entry.name for entry in mine.iterdir()) == [STAMP]
+    (mine / "graded").mkdir()
+    start_empty(mine)  # stamped: the demo's own
+    assert sorted(entry.name for entry in mine.iterdir()) == [STAMP]

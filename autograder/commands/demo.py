@@ -36,14 +36,15 @@ def demo_folder(assignment: Assignment) -> Path:
     return (paths.REPO_ROOT if inside_kit else assignment.folder) / "build" / "demo"
 
 
-def start_empty(out_dir: Path) -> None:
+def start_empty(out_dir: Path, default: bool = False) -> None:
     """Empty ``out_dir`` (a previous demo's output) and stamp it; KitError, touching nothing, for a folder that
-    holds anything else: ``--out`` may name a folder of the user's own."""
+    holds anything else: ``--out`` may name a folder of the user's own. Only the ``default`` folder is emptied
+    unstamped (older runs wrote no stamp): an instructor's own ``class/`` elsewhere is never taken for the demo's."""
     if out_dir.exists():
         if not out_dir.is_dir():
             raise KitError(f"--out is not a folder: {out_dir}")
         names = {entry.name for entry in out_dir.iterdir()}
-        if names and STAMP not in names and not names <= set(OUTPUTS):
+        if names and STAMP not in names and not (default and names <= set(OUTPUTS)):
             raise KitError(f"--out folder holds files the demo did not write: {out_dir} (name an empty or new one)")
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
@@ -78,8 +79,9 @@ def run_demo(out_dir: str | Path | None = None, sandbox_mode: str = "auto", emit
     assignment = resolve(assignment)
     if jobs < 1:
         raise KitError(f"--jobs must be at least 1, got {jobs}")
-    out_dir = Path(out_dir) if out_dir is not None else demo_folder(assignment)
-    start_empty(out_dir)
+    default = out_dir is None
+    out_dir = demo_folder(assignment) if default else Path(out_dir)
+    start_empty(out_dir, default)
     students = sample_class(out_dir / "class", assignment)
     emit(f"sample class: {', '.join(students)}")
     # The demo's class is the kit's own material: where no sandbox works it is graded unisolated, and says so.
