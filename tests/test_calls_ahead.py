@@ -169,7 +169,7 @@ def test_a_plan_ends_at_the_first_answer_read_and_numbers_objects_for_the_whole_
         assert out.shape == (n,)  # reading an answer: the plan of this case ends here
         module(n + 1)
 
-    calls = ahead.plan(CONTRACT, [lambda student, n=n: case(student, n) for n in (4, 8)])
+    calls = ahead.plan_calls(CONTRACT, [lambda student, n=n: case(student, n) for n in (4, 8)])
     assert [(index, message["op"]) for index, _, message in calls] == [(0, "new"), (0, "method"), (1, "new"),
                                                                       (1, "method")]
     assert [message["handle"] for _, _, message in calls if message["op"] == "method"] == [{"__item__": 0},
@@ -201,7 +201,7 @@ def batches_sent(judge, factory, folder, monkeypatch):
     items and blobs."""
     made, scratch = factory
     planned, sent = [], []
-    real_plan, real_trip = ahead.plan, remote_module.RemoteSubmission._round_trip
+    real_plan, real_trip = ahead.plan_calls, remote_module.RemoteSubmission._round_trip
 
     def counted_plan(*args, **kwargs):
         planned.append(1)
@@ -213,7 +213,7 @@ def batches_sent(judge, factory, folder, monkeypatch):
         return real_trip(self, worker, message, blobs, *args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(ahead, "plan", counted_plan)
+        patch.setattr(ahead, "plan_calls", counted_plan)
         patch.setattr(remote_module.RemoteSubmission, "_round_trip", recorded)
         files, problems = read_files(folder, CONTRACT)
         result = judge.grade("student", files, problems, made.sandbox, made.launcher(files, scratch))

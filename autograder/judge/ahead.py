@@ -172,7 +172,7 @@ class PendingModule:
         raise Unplanned(name)
 
 
-def plan(contract: Contract, cases: Iterable[Callable[[object], object]]) -> list[tuple[int, str, dict]]:
+def plan_calls(contract: Contract, cases: Iterable[Callable[[object], object]]) -> list[tuple[int, str, dict]]:
     """The calls ``cases`` make (each called with a :class:`Planner`) before each reads an answer, in order, at
     most :data:`MAX_AHEAD`: ``[(case index, contract name, message)]``."""
     calls = []

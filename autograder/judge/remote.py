@@ -551,7 +551,7 @@ class RemoteSubmission:
 
         def make():
             try:
-                return ahead.Plan.of(ahead.plan(self.contract, cases))
+                return ahead.Plan.of(ahead.plan_calls(self.contract, cases))
             except Exception:  # noqa: BLE001 - a plan that cannot be made (an argument that does not encode): none
                 return None
 

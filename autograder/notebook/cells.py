@@ -21,7 +21,7 @@ OUTPUT_BUDGET = 256 << 10  # characters of captured output kept per notebook
 
 
 @dataclass
-class Outcome:
+class NotebookOutcome:
     """One student's notebook: its TestResults, the executed notebook (or None), and notes."""
 
     tests: list
@@ -120,7 +120,7 @@ def grade_notebook(data, why_missing, remote, limits, assignment):
     notes = [f"notebook: {runner.stopped}"] if runner.stopped else []
     if replaced or runner.replaced:
         notes.append(f"notebook: {INVALID_TEXT}")
-    return Outcome(tests, notebook, "", notes)
+    return NotebookOutcome(tests, notebook, "", notes)
 
 
 def empty_outcome(assignment, reason):
@@ -128,7 +128,7 @@ def empty_outcome(assignment, reason):
     tests = [TestResult(f"{NOTEBOOK}: {grade_id}", NOTEBOOK, 0, check.points, "failed", one_line(reason), "visible",
                         f"{NOTEBOOK}::{grade_id}") for grade_id, check in assignment.checks.items()]
     tests += [_written_test(grade_id, points, "missing") for grade_id, points in assignment.written.items()]
-    return Outcome(tests, None, one_line(reason))
+    return NotebookOutcome(tests, None, one_line(reason))
 
 
 def _written_state(cell, grade_id, assignment):

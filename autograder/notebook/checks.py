@@ -28,7 +28,7 @@ def source_text(source):
 
 
 @dataclass(frozen=True)
-class Check:
+class NotebookCheck:
     grade_id: str
     source: str  # the source notebook's cell: hidden tests included
     points: float
@@ -46,7 +46,7 @@ class Check:
 class NotebookChecks:
     """What the trusted notebooks say: the checks, the written answers, the locked cells and the release."""
 
-    checks: dict  # grade_id -> Check, in notebook order
+    checks: dict  # grade_id -> NotebookCheck, in notebook order
     written: dict  # grade_id -> points
     locked: dict  # grade_id -> released source of a locked cell that is not a check
     release_meta: dict  # grade_id -> the release's nbgrader metadata (checksums included)
@@ -81,7 +81,7 @@ def load_checks(source, release):
             continue
         if meta.get("grade") and cell["cell_type"] == "code" and not meta.get("solution"):
             shown = source_text(released[grade_id]["source"]) if grade_id in released else ""
-            check = Check(grade_id, text, float(meta.get("points", 0)), _hidden_lines(text), shown,
+            check = NotebookCheck(grade_id, text, float(meta.get("points", 0)), _hidden_lines(text), shown,
                           tuple(free_names(text)))
             checks[grade_id] = replace(check, code=compile(text, check.filename, "exec"))
         elif meta.get("grade") and meta.get("solution"):

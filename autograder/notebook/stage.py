@@ -13,10 +13,10 @@ check that touches it with a clear reason. No object the notebook made is
 ever live in the judge, so an answer whose ``__eq__`` is always true, an
 input transformer or a ``pre_run_cell`` hook changes nothing here.
 
-Shapes: ``Outcome.tests`` holds one TestResult per autograded check (group
+Shapes: ``NotebookOutcome.tests`` holds one TestResult per autograded check (group
 ``notebook``) and one per written answer (group ``written``; ``pending``
 until graded in formgrader, 0 when unchanged from the release, as nbgrader
-scores it); ``Outcome.executed`` is the notebook formgrader shows (nbformat
+scores it); ``NotebookOutcome.executed`` is the notebook formgrader shows (nbformat
 v4, outputs capped, test cells as released plus the verdict, Markdown
 escaped).
 """
