@@ -40,15 +40,18 @@ def on_stubs(public_runs):
     return public_runs["stubs"]
 
 
+@pytest.mark.slow  # the catalogue's public-test runs: one child process over every bug
 def test_there_are_at_least_15_public_tests(on_reference):
     assert len(on_reference.outcomes) >= 15
 
 
+@pytest.mark.slow  # the catalogue's public-test runs: one child process over every bug
 def test_every_public_test_passes_on_the_reference(on_reference):
     assert on_reference.exit_code == 0
     assert set(on_reference.outcomes.values()) == {"passed"}, on_reference.outcomes
 
 
+@pytest.mark.slow  # the catalogue's public-test runs: one child process over every bug
 def test_every_public_test_fails_cleanly_on_the_stubs(on_stubs, on_reference):
     assert set(on_stubs.outcomes.values()) == {"failed"}, "each test must fail, none may error at collection or set-up"
     assert on_stubs.outcomes.keys() == on_reference.outcomes.keys(), "the same tests are collected either way"
@@ -71,6 +74,7 @@ def test_every_assert_in_the_public_tests_explains_itself():
                 assert node.msg is not None, f"{path.name}:{node.lineno}: assert without a teaching message"
 
 
+@pytest.mark.slow  # the catalogue's public-test runs: one child process over every bug
 @pytest.mark.parametrize("bug", [bug for bug in BUGS if not bug.not_public], ids=lambda bug: bug.id)
 def test_each_bug_fails_a_public_test_in_its_own_file_that_names_its_concept(public_runs, bug):
     """A student running the public tests is sent to the right file and the right idea."""
@@ -83,12 +87,14 @@ def test_each_bug_fails_a_public_test_in_its_own_file_that_names_its_concept(pub
     assert named, f"no failure in {sorted(own)} names {bug.concept!r}: {failed}"
 
 
+@pytest.mark.slow  # the catalogue's public-test runs: one child process over every bug
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda variant: variant.id)
 def test_correct_variants_pass_every_public_test(public_runs, variant):
     run = public_runs[variant.id]
     assert run.outcomes and set(run.outcomes.values()) == {"passed"}, run.messages
 
 
+@pytest.mark.slow  # the catalogue's public-test runs: one child process over every bug
 def test_the_module_mask_test_blames_the_mask_only_for_mask_bugs(public_runs):
     """The attention module's public mask test used to fail, with a mask message, for any bug in the module."""
     test = "test_attention::test_module_mask_reaches_every_head"
