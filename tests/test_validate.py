@@ -53,11 +53,14 @@ def test_validate_passes_and_prints_the_report(capsys):
     mutants = re.search(r"automatic mutants: (\d+) made, (\d+) indistinguishable .*, (\d+) graded: (\d+) caught", report)
     assert mutants and int(mutants[1]) > 150 and int(mutants[3]) == int(mutants[1]) - int(mutants[2]) > 150
     assert int(mutants[4]) >= 0.98 * int(mutants[3])
-    # The bugs no public test catches are exactly those the catalogue says no public test can see (`not_public`).
+    # Every bug no public test catches is one the catalogue says no public test can see (`not_public`, with why);
+    # a forbidden API may still trip a public test by the values it gives, so the report may name fewer.
     unseen = re.search(r"^Caught by no public test: (.*) \((\d+) of (\d+) bugs;", report, re.M)
     lesson = assignments.default()
-    said = {bug.id for bug in load_catalogue(lesson.catalogue / "bugs.toml", "bug") if bug.not_public}
-    assert unseen and set(unseen[1].split(", ")) == said and int(unseen[2]) == len(said) == 6
+    bugs = load_catalogue(lesson.catalogue / "bugs.toml", "bug")
+    named = set(unseen[1].split(", ")) if unseen else set()
+    assert named and named <= {bug.id for bug in bugs if bug.not_public}, unseen
+    assert (int(unseen[2]), int(unseen[3])) == (len(named), len(bugs))
 
 
 def _bug(topics, concept="sqrt(d)", files=("attention.py",)):
