@@ -70,6 +70,7 @@ def test_a_class_that_is_no_module_with_a_forward_is_refused_at_collection_in_on
     assert err.startswith("error: ") and err.count("\n") == 1 and line in err
 
 
+@pytest.mark.slow  # grades a class
 def test_grade_records_the_unfit_class_as_a_suite_problem_for_every_student(tmp_path):
     lesson = _with_class(tmp_path / "lesson", PLAIN_CLASS, "graded")
     assert release(lesson)[0]
@@ -155,6 +156,7 @@ def test_validate_states_each_parametrized_checks_points_per_case():
         "  2 other check(s), one case each: 3"]
 
 
+@pytest.mark.slow  # the public tests run over the catalogue
 def test_the_bugs_no_public_test_catches_are_those_every_passing_public_test_still_passes(tmp_path):
     """The skeleton's public tests use 2-D inputs only: the mean over dimension 1 passes them. Without its public
     test of standardize, the wrong spread passes them too."""

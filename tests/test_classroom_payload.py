@@ -102,6 +102,7 @@ def verdicts(payload):
     return {test["name"]: test["status"] for test in payload["tests"]}
 
 
+@pytest.mark.slow  # a whole public-test run of the template
 def test_the_reference_earns_every_point_in_one_entry_per_public_test(solved, tmp_path):
     payload = replay(solved, tmp_path)
     steps = classroom_steps(LESSON)
@@ -117,6 +118,7 @@ def test_the_reference_earns_every_point_in_one_entry_per_public_test(solved, tm
     assert "gives each public test function 1 point, 38 in all" in readme and "not Jupyter" in readme
 
 
+@pytest.mark.slow  # a whole public-test run of the template
 def test_the_stubs_earn_nothing(template, tmp_path):
     payload = replay(template, tmp_path)
     assert verdicts(payload) == {step.id: "fail" for step in classroom_steps(LESSON)}
@@ -128,6 +130,7 @@ def test_the_stubs_earn_nothing(template, tmp_path):
                                 "implemented yet")
 
 
+@pytest.mark.slow  # a whole public-test run of the template
 def test_one_slip_costs_one_test_function(solved, tmp_path):
     """A submission right but for one mistake loses that function's point, not a whole file's."""
     slipped = tmp_path / "slipped"
@@ -140,6 +143,7 @@ def test_one_slip_costs_one_test_function(solved, tmp_path):
     assert sum(test["score"] for test in payload["tests"]) == 37
 
 
+@pytest.mark.slow  # a whole public-test run of the template
 def test_a_test_file_that_cannot_be_imported_costs_its_own_tests_only(solved, tmp_path):
     """pytest would stop at a collection error, or at a missing file named on its command line: the run goes on,
     and those files' tests are errors that say why."""
